@@ -1,0 +1,1 @@
+//! frame (stub, being written)

@@ -1,0 +1,5 @@
+//! Holdcall: a local MCP firewall.
+pub mod limits;
+pub mod frame;
+pub mod journal;
+pub mod policy;

@@ -1,0 +1,56 @@
+//! Every bound Holdcall enforces, with its unit and the reason for its size.
+//!
+//! Nothing else in the crate writes a bare number that limits input, time or memory:
+//! it names a constant from here, so a reviewer can see every limit in one place.
+
+use std::time::Duration;
+
+/// Largest single JSON-RPC line (bytes, newline included) the relay reads from the client or the
+/// server. Large enough for any realistic tool payload (MCP servers return files and images
+/// inline); a line over it is dropped whole, never partly forwarded.
+pub const FRAME_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// How long the relay waits for the daemon's decision on one `tools/call`, queueing included.
+/// Past it the call is refused: a decision that comes late is no decision.
+pub const DECISION_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Largest line either end accepts on the daemon socket (bytes). Bounds what an unverified or
+/// misbehaving peer can make the daemon buffer.
+pub const SOCKET_LINE_BYTES_MAX: usize = 2 * 1024 * 1024;
+
+/// Largest `params.arguments` (raw bytes) the relay sends to the daemon with a call request.
+/// Larger arguments are digested but not sent; the request says so.
+pub const ARGUMENTS_BYTES_MAX: usize = 1024 * 1024;
+
+/// Longest tool name a rule may name or a call may carry (bytes of UTF-8).
+pub const TOOL_NAME_BYTES_MAX: usize = 256;
+
+/// Longest agent or connector name (characters, ASCII only).
+pub const SCOPE_NAME_CHARS_MAX: usize = 128;
+
+/// Longest `--client` label (bytes). It is a label only, never identity.
+pub const CLIENT_LABEL_BYTES_MAX: usize = 128;
+
+/// Deepest JSON nesting the strict reader follows before calling a line unreadable. serde_json
+/// itself stops at 128; a deeper line is an attack, not a tool call.
+pub const JSON_DEPTH_MAX: usize = 128;
+
+/// How long a relay or CLI waits for a daemon it started to answer.
+pub const DAEMON_START_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a CLI command waits for the daemon's answer to one request.
+pub const CLI_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Grace the relay gives the server after closing its stdin, then again after SIGTERM, before
+/// SIGKILL.
+pub const SERVER_STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// Longest socket path (bytes). `sun_path` holds 108 on Linux and 104 on macOS; leave room.
+pub const SOCKET_PATH_BYTES_MAX: usize = 100;
+
+/// Most entries `holdcall log` prints when no `--limit` is given.
+pub const LOG_DEFAULT_LIMIT: usize = 50;
+
+const _: () = assert!(ARGUMENTS_BYTES_MAX < SOCKET_LINE_BYTES_MAX / 2);
+const _: () = assert!(ARGUMENTS_BYTES_MAX < FRAME_BYTES_MAX);
+const _: () = assert!(TOOL_NAME_BYTES_MAX < ARGUMENTS_BYTES_MAX);
