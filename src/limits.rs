@@ -51,6 +51,6 @@ pub const SOCKET_PATH_BYTES_MAX: usize = 100;
 /// Most entries `holdcall log` prints when no `--limit` is given.
 pub const LOG_DEFAULT_LIMIT: usize = 50;
 
-const _: () = assert!(ARGUMENTS_BYTES_MAX < SOCKET_LINE_BYTES_MAX / 2);
+const _: () = assert!(ARGUMENTS_BYTES_MAX <= SOCKET_LINE_BYTES_MAX / 2);
 const _: () = assert!(ARGUMENTS_BYTES_MAX < FRAME_BYTES_MAX);
 const _: () = assert!(TOOL_NAME_BYTES_MAX < ARGUMENTS_BYTES_MAX);
