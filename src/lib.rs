@@ -1,5 +1,31 @@
-//! Holdcall: a local MCP firewall.
-pub mod limits;
+//! Holdcall: a local MCP firewall. Every `tools/call` an MCP client sends to a stdio server is
+//! decided by Cedar policy, written to a hash-chained journal, and only then forwarded, byte for
+//! byte; everything else passes through untouched.
+//!
+//! One module per step of a call's life (ARCHITECTURE.md follows one call through them):
+//! - `limits`: every bound, with its unit and reason.
+//! - `frame`: reads one JSON-RPC line strictly, without re-serialising; the refusal bytes.
+//! - `relay`: `holdcall serve`, the stdio pump between client and server; the only stdout writer.
+//! - `wire`: the daemon socket's messages, bounded reads, and verified dialing.
+//! - `peer`: who is on the other end of a socket, by the kernel's word.
+//! - `daemon`: sessions, the decision service, and the single writer of the database.
+//! - `policy`: Cedar: compile, validate, evaluate, the precedence wrapper, explain. No I/O.
+//! - `journal`: SQLite storage, the canonical encoding, the hash chain, verify.
+//! - `config`: the home, its private directories, the socket path, `config.toml`.
+//! - `cli`: the commands and their output.
+//! - `demo`: `holdcall demo` and the built-in demo server.
+
+pub mod cli;
+pub mod config;
+pub mod daemon;
+pub mod demo;
 pub mod frame;
 pub mod journal;
+pub mod limits;
+pub mod peer;
 pub mod policy;
+pub mod relay;
+pub mod wire;
+
+/// This build's version.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,858 @@
+//! The command line: every `holdcall` command, its arguments, its output and its exit code.
+//!
+//! Owns: parsing (clap), rendering for people and `--json` for programs. Must never: hold
+//! business logic (decisions are the daemon's, records are the journal's), or write to the
+//! database (changes go through the daemon; listings read it read-only).
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::config::{Config, Home};
+use crate::journal::{self, ChainState, Entry, LogFilter, Reader};
+use crate::limits;
+use crate::policy::{Effect, Explanation, Scope};
+use crate::relay::{self, ServeOptions};
+use crate::wire::{self, Probe, Request, Response, WireError};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "holdcall",
+    version = crate::VERSION,
+    about = "A local MCP firewall: every tools/call decided by policy, journaled, then forwarded byte for byte",
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Relay one stdio MCP server, deciding every tools/call (what MCP clients run).
+    Serve {
+        /// The name rules use for this server.
+        #[arg(long)]
+        connector: String,
+        /// A label for the client program (shown in the journal; never identity).
+        #[arg(long)]
+        client: Option<String>,
+        /// The server command and its arguments, after `--`.
+        #[arg(last = true, value_name = "CMD")]
+        command: Vec<OsString>,
+    },
+    /// Run, start, stop, restart or inspect the per-user daemon.
+    Daemon {
+        #[command(subcommand)]
+        action: DaemonCmd,
+    },
+    /// Add, remove, list and explain rules.
+    Policy {
+        #[command(subcommand)]
+        action: PolicyCmd,
+    },
+    /// Show journal entries, oldest first.
+    Log(LogArgs),
+    /// Check the journal's hash chain.
+    Verify {
+        /// A head hash recorded earlier (by `holdcall status` or `verify`); catches truncation and recomputation.
+        #[arg(long, value_name = "HASH")]
+        expect_head: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Where Holdcall keeps things, whether the daemon runs, and the state of the journal.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the version.
+    Version,
+    /// A one-minute tour in a throwaway home: a demo server, two rules, three calls.
+    Demo,
+    /// The built-in demo MCP server (used by `holdcall demo` and the tests).
+    #[command(name = "demo-server", hide = true)]
+    DemoServer {
+        /// Append every line received to this file.
+        #[arg(long)]
+        record: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DaemonCmd {
+    /// Run the daemon in the foreground (what `start` runs in the background).
+    Run,
+    /// Start the daemon in the background if it is not running.
+    Start,
+    /// Stop the daemon.
+    Stop,
+    /// Stop the daemon (this build or an older one at the same path) and start this build.
+    Restart,
+    /// Say whether the daemon runs and whether it is this build.
+    Status,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ScopeArgs {
+    /// Only for this enrolled agent.
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// Only for this connector (the --connector name given to `holdcall serve`).
+    #[arg(long)]
+    pub connector: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum EffectArg {
+    Deny,
+    Allow,
+    Ask,
+}
+
+impl From<EffectArg> for Effect {
+    fn from(e: EffectArg) -> Effect {
+        match e {
+            EffectArg::Deny => Effect::Deny,
+            EffectArg::Allow => Effect::Allow,
+            EffectArg::Ask => Effect::Ask,
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCmd {
+    /// Refuse calls to TOOL.
+    Deny {
+        tool: String,
+        #[command(flatten)]
+        scope: ScopeArgs,
+    },
+    /// Allow calls to TOOL (beats a less specific deny).
+    Allow {
+        tool: String,
+        #[command(flatten)]
+        scope: ScopeArgs,
+    },
+    /// Hold calls to TOOL for a person.
+    Ask {
+        tool: String,
+        #[command(flatten)]
+        scope: ScopeArgs,
+    },
+    /// Set what happens to every tool no more specific rule names.
+    Default {
+        effect: EffectArg,
+        #[command(flatten)]
+        scope: ScopeArgs,
+    },
+    /// Remove the rule for TOOL (or the default) in the given scope.
+    Remove {
+        #[arg(required_unless_present = "default", conflicts_with = "default")]
+        tool: Option<String>,
+        #[arg(long)]
+        default: bool,
+        #[command(flatten)]
+        scope: ScopeArgs,
+    },
+    /// List the rules in force, with their Cedar text.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show how a call would be decided, and why.
+    Explain {
+        tool: String,
+        #[command(flatten)]
+        scope: ScopeArgs,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    #[arg(long)]
+    pub json: bool,
+    /// Show at most the newest N entries.
+    #[arg(long, short = 'n', value_name = "N")]
+    pub limit: Option<usize>,
+    /// Only this session (a prefix of its id is enough).
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Only calls to this tool.
+    #[arg(long)]
+    pub tool: Option<String>,
+    /// Only calls with this decision (allow, deny, ask, undecided).
+    #[arg(long)]
+    pub decision: Option<String>,
+}
+
+/// Everything a command can fail with. Each is said in one line with what to do.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum CliError {
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Wire(#[from] WireError),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Journal(#[from] journal::JournalError),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Relay(#[from] relay::RelayError),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Daemon(#[from] crate::daemon::DaemonError),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
+    #[error("{0}")]
+    #[diagnostic(code(holdcall::cli::refused))]
+    Refused(String),
+    #[error("the daemon sent an answer this command did not expect")]
+    #[diagnostic(
+        code(holdcall::cli::unexpected),
+        help("run `holdcall daemon restart` so the daemon is this build")
+    )]
+    Unexpected,
+    #[error("cannot write the output: {0}")]
+    #[diagnostic(code(holdcall::cli::output))]
+    Output(#[from] std::io::Error),
+    #[error("the demo failed: {0}")]
+    #[diagnostic(
+        code(holdcall::cli::demo),
+        help("run `holdcall demo` again; if it repeats, report it")
+    )]
+    Demo(String),
+}
+
+/// Runs one command and returns the process exit code.
+pub fn run(cli: Cli) -> Result<i32, CliError> {
+    match cli.command {
+        Command::Serve {
+            connector,
+            client,
+            command,
+        } => {
+            let home = Home::from_env()?;
+            // A bad config is fatal for every command: a relay must not run on settings it
+            // could not read.
+            Config::load(&home)?;
+            // The relay runs on one thread: the thread that starts the server must outlive it,
+            // because the server's parent-death signal follows that thread.
+            let rt = current_thread()?;
+            Ok(rt.block_on(relay::serve(
+                home,
+                ServeOptions {
+                    connector,
+                    client,
+                    command,
+                },
+            ))?)
+        }
+        Command::Daemon { action } => daemon_cmd(action),
+        Command::Policy { action } => policy_cmd(action),
+        Command::Log(args) => log_cmd(args),
+        Command::Verify { expect_head, json } => verify_cmd(expect_head, json),
+        Command::Status { json } => status_cmd(json),
+        Command::Version => {
+            println!("{}", version_line());
+            Ok(0)
+        }
+        Command::Demo => crate::demo::run().map_err(CliError::Demo),
+        Command::DemoServer { record } => {
+            crate::demo::serve_demo(record.as_deref())?;
+            Ok(0)
+        }
+    }
+}
+
+pub fn version_line() -> String {
+    format!(
+        "holdcall {} ({}/{})",
+        crate::VERSION,
+        std::env::consts::OS,
+        std::env::consts::ARCH
+    )
+}
+
+fn current_thread() -> Result<tokio::runtime::Runtime, CliError> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+fn home_and_config() -> Result<(Home, Config), CliError> {
+    let home = Home::from_env()?;
+    let config = Config::load(&home)?;
+    Ok((home, config))
+}
+
+/// Sends one management request to the daemon (started if needed) and returns its answer;
+/// an `error` answer becomes `CliError::Refused`.
+fn ask_daemon(req: Request) -> Result<Response, CliError> {
+    let (home, _) = home_and_config()?;
+    let rt = current_thread()?;
+    rt.block_on(async {
+        let mut conn = wire::connect_or_start(&home).await?;
+        match conn.call(&req, limits::CLI_REQUEST_TIMEOUT).await? {
+            Response::Error { message } => Err(CliError::Refused(message)),
+            other => Ok(other),
+        }
+    })
+}
+
+fn scope(tool: Option<String>, s: ScopeArgs) -> Scope {
+    Scope {
+        tool,
+        agent: s.agent,
+        connector: s.connector,
+    }
+}
+
+fn policy_cmd(action: PolicyCmd) -> Result<i32, CliError> {
+    let (effect, sc) = match action {
+        PolicyCmd::Deny { tool, scope: s } => (Effect::Deny, scope(Some(tool), s)),
+        PolicyCmd::Allow { tool, scope: s } => (Effect::Allow, scope(Some(tool), s)),
+        PolicyCmd::Ask { tool, scope: s } => (Effect::Ask, scope(Some(tool), s)),
+        PolicyCmd::Default { effect, scope: s } => (effect.into(), scope(None, s)),
+        PolicyCmd::Remove { tool, scope: s, .. } => {
+            let sc = scope(tool, s);
+            check_scope_locally(&sc)?;
+            return changed(ask_daemon(Request::PolicyRemove { scope: sc })?);
+        }
+        PolicyCmd::List { json } => return policy_list(json),
+        PolicyCmd::Explain {
+            tool,
+            scope: s,
+            json,
+        } => return policy_explain(tool, s, json),
+    };
+    check_scope_locally(&sc)?;
+    changed(ask_daemon(Request::PolicySet { effect, scope: sc })?)
+}
+
+/// Bad names are refused before anything is sent, with the same words the daemon would use.
+fn check_scope_locally(sc: &Scope) -> Result<(), CliError> {
+    if let Some(t) = &sc.tool {
+        crate::policy::validate_tool_name(t)?;
+    }
+    if let Some(a) = &sc.agent {
+        crate::policy::validate_scope_name("agent", a)?;
+    }
+    if let Some(c) = &sc.connector {
+        crate::policy::validate_scope_name("connector", c)?;
+    }
+    Ok(())
+}
+
+fn changed(resp: Response) -> Result<i32, CliError> {
+    match resp {
+        Response::PolicyChanged { message, .. } => {
+            println!("{message}");
+            Ok(0)
+        }
+        _ => Err(CliError::Unexpected),
+    }
+}
+
+fn policy_list(json: bool) -> Result<i32, CliError> {
+    let Response::PolicyList { policies } = ask_daemon(Request::PolicyList)? else {
+        return Err(CliError::Unexpected);
+    };
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, &policies).map_err(std::io::Error::other)?;
+        writeln!(out)?;
+        return Ok(0);
+    }
+    if policies.is_empty() {
+        writeln!(
+            out,
+            "(no rules: every call is allowed, and every call is still journaled)"
+        )?;
+        return Ok(0);
+    }
+    for p in &policies {
+        writeln!(
+            out,
+            "{}  {}  specificity {}",
+            p.id,
+            p.effect.as_str(),
+            p.specificity
+        )?;
+        for line in p.text.lines() {
+            writeln!(out, "    {line}")?;
+        }
+        writeln!(out)?;
+    }
+    writeln!(
+        out,
+        "Precedence: an exact tool beats a default; naming the agent, and naming the connector, each beat not naming it; a tie goes to deny, then ask, then allow, then the oldest rule; no matching rule allows."
+    )?;
+    Ok(0)
+}
+
+fn policy_explain(tool: String, s: ScopeArgs, json: bool) -> Result<i32, CliError> {
+    crate::policy::validate_tool_name(&tool)?;
+    let Response::Explain { explanation } = ask_daemon(Request::PolicyExplain {
+        agent: s.agent,
+        connector: s.connector,
+        tool,
+    })?
+    else {
+        return Err(CliError::Unexpected);
+    };
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, &explanation).map_err(std::io::Error::other)?;
+        writeln!(out)?;
+    } else {
+        write_explanation(&mut out, &explanation)?;
+    }
+    Ok(0)
+}
+
+pub fn write_explanation(out: &mut impl Write, e: &Explanation) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "tool {} for {} on {}: {}",
+        e.tool,
+        e.agent
+            .as_deref()
+            .map(|a| format!("agent {a}"))
+            .unwrap_or_else(|| "an unenrolled agent".into()),
+        if e.connector.is_empty() {
+            "an unnamed connector".to_string()
+        } else {
+            format!("connector {}", e.connector)
+        },
+        e.decision.effect.as_str().to_uppercase()
+    )?;
+    writeln!(out, "  why: {}", e.decision.reason)?;
+    writeln!(out, "  decided by: {}", e.tie_break)?;
+    if let Some(w) = &e.winner {
+        writeln!(
+            out,
+            "  winning rule {} (specificity {}):",
+            w.id, w.specificity
+        )?;
+        for line in w.text.lines() {
+            writeln!(out, "    {line}")?;
+        }
+    }
+    if e.matching.len() > 1 {
+        writeln!(out, "  every matching rule, most specific first:")?;
+        for m in &e.matching {
+            writeln!(
+                out,
+                "    {}  {}  specificity {}",
+                m.id,
+                m.effect.as_str(),
+                m.specificity
+            )?;
+        }
+    }
+    writeln!(
+        out,
+        "  cedar: permit half {} {:?}; forbid half {} {:?}; errors {:?}",
+        e.cedar.permit_decision,
+        e.cedar.permit_reasons,
+        e.cedar.forbid_decision,
+        e.cedar.forbid_reasons,
+        e.cedar.errors
+    )?;
+    Ok(())
+}
+
+fn daemon_cmd(action: DaemonCmd) -> Result<i32, CliError> {
+    let (home, config) = home_and_config()?;
+    match action {
+        DaemonCmd::Run => {
+            // Detach from the terminal's session when started in the background; harmless
+            // (and refused by the kernel) when already a group leader in the foreground.
+            let _ = nix::unistd::setsid();
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            match rt.block_on(crate::daemon::run(home, config)) {
+                Ok(()) => Ok(0),
+                Err(crate::daemon::DaemonError::AlreadyRunning(h)) => {
+                    eprintln!("holdcall: a daemon is already running for {h}");
+                    Ok(0)
+                }
+                Err(e) => Err(e.into()),
+            }
+        }
+        DaemonCmd::Start => {
+            let rt = current_thread()?;
+            rt.block_on(async {
+                match wire::probe(&home).await {
+                    Probe::Ours(_) => {
+                        println!(
+                            "the daemon is already running ({})",
+                            home.socket_path().display()
+                        );
+                        Ok(0)
+                    }
+                    Probe::Other(v) => {
+                        Err(CliError::Refused(v.describe("the process on the socket")))
+                    }
+                    Probe::NotRunning => {
+                        wire::connect_or_start(&home).await?;
+                        println!("the daemon is running ({})", home.socket_path().display());
+                        Ok(0)
+                    }
+                }
+            })
+        }
+        DaemonCmd::Stop => {
+            let rt = current_thread()?;
+            rt.block_on(stop_daemon(&home))
+        }
+        DaemonCmd::Restart => {
+            let rt = current_thread()?;
+            rt.block_on(async {
+                stop_daemon(&home).await?;
+                wire::connect_or_start(&home).await?;
+                println!(
+                    "holdcall: daemon restarted and answering at {}",
+                    home.socket_path().display()
+                );
+                Ok(0)
+            })
+        }
+        DaemonCmd::Status => {
+            let rt = current_thread()?;
+            rt.block_on(async {
+                let (line, code) = daemon_line(&home).await;
+                println!("{line}");
+                Ok(code)
+            })
+        }
+    }
+}
+
+/// One line about the daemon and the exit code `daemon status` gives for it.
+async fn daemon_line(home: &Home) -> (String, i32) {
+    match wire::probe(home).await {
+        Probe::NotRunning => ("daemon   not running".into(), 3),
+        Probe::Other(v) => {
+            let older = matches!(
+                v,
+                crate::peer::Verdict::OtherProgram {
+                    older_build: true,
+                    ..
+                }
+            );
+            if older {
+                (
+                    "daemon   OLDER BUILD -- run `holdcall daemon restart`".into(),
+                    1,
+                )
+            } else {
+                (
+                    format!(
+                        "daemon   NOT HOLDCALL -- {}",
+                        v.describe("the process on the socket")
+                    ),
+                    1,
+                )
+            }
+        }
+        Probe::Ours(mut conn) => match conn
+            .call(&Request::Status, limits::CLI_REQUEST_TIMEOUT)
+            .await
+        {
+            Ok(Response::Status {
+                pid,
+                version,
+                sessions,
+                durability,
+                ..
+            }) => (
+                format!(
+                    "daemon   running (pid {pid}, version {version}, {sessions} live session(s), durability {durability})"
+                ),
+                0,
+            ),
+            Ok(_) | Err(_) => ("daemon   running but not answering".into(), 1),
+        },
+    }
+}
+
+async fn stop_daemon(home: &Home) -> Result<i32, CliError> {
+    match wire::probe(home).await {
+        Probe::NotRunning => {
+            println!("holdcall: no daemon was running");
+            return Ok(0);
+        }
+        Probe::Ours(mut conn) => {
+            conn.call(&Request::Shutdown, limits::CLI_REQUEST_TIMEOUT)
+                .await?;
+            println!("holdcall: stopping the daemon");
+        }
+        Probe::Other(crate::peer::Verdict::OtherProgram {
+            pid,
+            older_build: true,
+            ..
+        }) => {
+            // An older build cannot be spoken to (it is not verified), but it is ours to stop:
+            // same user, same launch path.
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            )
+            .map_err(|e| CliError::Refused(format!("cannot stop pid {pid}: {e}")))?;
+            println!("holdcall: stopping the older daemon (pid {pid})");
+        }
+        Probe::Other(v) => {
+            return Err(CliError::Refused(format!(
+                "not stopping {}",
+                v.describe("the process on the socket")
+            )));
+        }
+    }
+    let deadline = Instant::now() + limits::DAEMON_START_TIMEOUT;
+    while Instant::now() < deadline {
+        if let Probe::NotRunning = wire::probe(home).await {
+            return Ok(0);
+        }
+        // Waiting for another process to let go of its socket: nothing to wait on but time.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Err(CliError::Refused(
+        "the daemon did not stop within 5 seconds".into(),
+    ))
+}
+
+fn open_reader(home: &Home) -> Result<Reader, CliError> {
+    Ok(Reader::open(&home.db_path())?)
+}
+
+fn machine_id(home: &Home) -> Option<String> {
+    std::fs::read_to_string(home.machine_id_path())
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+fn log_cmd(args: LogArgs) -> Result<i32, CliError> {
+    let (home, _) = home_and_config()?;
+    let reader = open_reader(&home)?;
+    let filter = LogFilter {
+        limit: Some(args.limit.unwrap_or(limits::LOG_DEFAULT_LIMIT)),
+        session: args.session,
+        tool: args.tool,
+        decision: args.decision,
+        kind: None,
+    };
+    let entries = reader.entries(&filter)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        for e in &entries {
+            serde_json::to_writer(&mut out, e).map_err(std::io::Error::other)?;
+            writeln!(out)?;
+        }
+        return Ok(0);
+    }
+    if entries.is_empty() {
+        writeln!(out, "(no matching entries)")?;
+        return Ok(0);
+    }
+    writeln!(
+        out,
+        "{:>5}  {:<19}  {:<14}  {:<8}  {:<12}  {:<16}  {:<9}  DETAIL",
+        "#", "WHEN", "KIND", "SESSION", "CONNECTOR", "TOOL", "DECISION"
+    )?;
+    for e in &entries {
+        writeln!(out, "{}", log_line(e))?;
+    }
+    Ok(0)
+}
+
+fn local_time(rfc3339: &str) -> String {
+    chrono::DateTime::parse_from_rfc3339(rfc3339)
+        .map(|t| {
+            t.with_timezone(&chrono::Local)
+                .format("%Y-%m-%d %H:%M:%S")
+                .to_string()
+        })
+        .unwrap_or_else(|_| rfc3339.to_string())
+}
+
+/// Shows any character that could rewrite a terminal as an escape, never as itself.
+fn visible(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            if c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') {
+                c.escape_unicode().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
+fn log_line(e: &Entry) -> String {
+    let f = &e.fields;
+    let sess = f
+        .session_id
+        .as_deref()
+        .map(|s| s.chars().take(8).collect::<String>())
+        .unwrap_or_default();
+    let detail = match e.kind.as_str() {
+        "call.request" => format!(
+            "seq {} {}",
+            f.seq.unwrap_or(0),
+            f.reason.as_deref().unwrap_or("")
+        ),
+        "call.outcome" => format!(
+            "seq {} {} in {} ms",
+            f.seq.unwrap_or(0),
+            if f.ok == Some(true) { "ok" } else { "failed" },
+            f.duration_ms.unwrap_or(0)
+        ),
+        "session.start" => format!("client {}", f.client.as_deref().unwrap_or("-")),
+        "session.end" => match (&f.protocol_version, &f.reason) {
+            (_, Some(r)) => r.clone(),
+            (Some(v), None) => format!("protocol {v}"),
+            (None, None) => String::new(),
+        },
+        "anomaly" => f.anomaly.clone().unwrap_or_default(),
+        "policy.change" => f.reason.clone().unwrap_or_default(),
+        _ => String::new(),
+    };
+    format!(
+        "{:>5}  {:<19}  {:<14}  {:<8}  {:<12}  {:<16}  {:<9}  {}",
+        e.chain_seq,
+        local_time(&e.occurred_at),
+        e.kind,
+        sess,
+        visible(f.connector.as_deref().unwrap_or("")),
+        visible(f.tool.as_deref().unwrap_or("")),
+        f.decision.as_deref().unwrap_or(""),
+        visible(&detail)
+    )
+}
+
+fn verify_cmd(expect_head: Option<String>, json: bool) -> Result<i32, CliError> {
+    let (home, _) = home_and_config()?;
+    let reader = open_reader(&home)?;
+    let report = reader.verify(machine_id(&home).as_deref(), expect_head.as_deref())?;
+    let broken = report.state == ChainState::Broken;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).map_err(std::io::Error::other)?
+        );
+    } else if broken {
+        eprintln!("journal FAILED verification");
+        for p in &report.problems {
+            eprintln!("  entry {}: {}", p.chain_seq, p.message);
+        }
+        if let Some(x) = &report.expect_head {
+            eprintln!("  {x}");
+        }
+    } else {
+        match report.state {
+            ChainState::Empty => println!("journal OK: empty (nothing recorded yet)"),
+            ChainState::Partial => println!(
+                "journal OK as far as it goes: {} entries link up, but the machine id is missing, so the first link cannot be checked",
+                report.entries
+            ),
+            _ => println!(
+                "journal OK: {} entries, every link and hash checks",
+                report.entries
+            ),
+        }
+        if let Some(h) = &report.head {
+            println!("head {h}");
+            println!(
+                "  record it elsewhere; later `holdcall verify --expect-head {h}` proves nothing before it was rewritten"
+            );
+        }
+        if let Some(x) = &report.expect_head {
+            println!("{x}");
+        }
+    }
+    Ok(if broken { 1 } else { 0 })
+}
+
+fn status_cmd(json: bool) -> Result<i32, CliError> {
+    let home = Home::from_env()?;
+    let config = Config::load(&home);
+    let rt = current_thread()?;
+    let (daemon, _) = rt.block_on(daemon_line(&home));
+    let reader = Reader::open(&home.db_path());
+    let (journal_line, head, policies) = match &reader {
+        Ok(r) => {
+            let report = r.verify(machine_id(&home).as_deref(), None);
+            let policies = r.policies().map(|p| p.len()).unwrap_or(0);
+            match report {
+                Ok(rep) => (
+                    format!("journal  {} entries, chain {:?}", rep.entries, rep.state)
+                        .to_lowercase(),
+                    rep.head,
+                    policies,
+                ),
+                Err(e) => (format!("journal  UNREADABLE: {e}"), None, policies),
+            }
+        }
+        Err(_) => ("journal  (nothing recorded yet)".to_string(), None, 0),
+    };
+    if json {
+        let v = serde_json::json!({
+            "home": home.dir(),
+            "socket": home.socket_path(),
+            "config": config.as_ref().map(|_| "ok".to_string()).unwrap_or_else(|e| e.to_string()),
+            "daemon": daemon.trim_start_matches("daemon").trim(),
+            "journal": journal_line.trim_start_matches("journal").trim(),
+            "head": head,
+            "policies": policies,
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(std::io::Error::other)?
+        );
+        return Ok(0);
+    }
+    println!("home     {}", home.dir().display());
+    println!("socket   {}", home.socket_path().display());
+    match &config {
+        Ok(_) => println!("config   {} (ok)", home.config_path().display()),
+        Err(e) => println!("config   INVALID: {e}"),
+    }
+    println!("{daemon}");
+    println!("{journal_line}");
+    if let Some(h) = head {
+        println!("head     {h}");
+    }
+    println!("policy   {policies} rule(s)");
+    Ok(if config.is_err() { 1 } else { 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn control_and_bidi_characters_are_shown_as_escapes() {
+        assert_eq!(visible("a\u{1b}[2Jb"), "a\\u{1b}[2Jb");
+        assert_eq!(visible("x\u{202e}y"), "x\\u{202e}y");
+        assert_eq!(visible("café"), "café");
+    }
+}

@@ -1,0 +1,309 @@
+//! Where Holdcall keeps its files (the home), where its daemon listens, and `config.toml`.
+//!
+//! Owns: resolving `HOLDCALL_HOME`, the private directories, the socket path, and reading the
+//! configuration strictly. Must never: hold policy (policy lives only in SQLite), accept an
+//! unknown key, or follow a directory that belongs to another user.
+
+use std::fs;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::journal::Durability;
+use crate::limits;
+
+/// Errors about the home, its directories and `config.toml`.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum ConfigError {
+    #[error("cannot tell where Holdcall's home is: neither HOLDCALL_HOME nor HOME is set")]
+    #[diagnostic(
+        code(holdcall::config::no_home),
+        help("set HOLDCALL_HOME to a directory Holdcall may keep its journal in")
+    )]
+    NoHome,
+    #[error("cannot use {path}: {source}")]
+    #[diagnostic(
+        code(holdcall::config::io),
+        help("check that the directory exists, belongs to you and is writable")
+    )]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} belongs to uid {owner}, not to you (uid {me})")]
+    #[diagnostic(
+        code(holdcall::config::not_ours),
+        help(
+            "Holdcall keeps its socket and journal only in directories you own; remove it or set HOLDCALL_HOME elsewhere"
+        )
+    )]
+    NotOurs { path: PathBuf, owner: u32, me: u32 },
+    #[error("the socket path {path} is {len} bytes long; the limit is {max}")]
+    #[diagnostic(
+        code(holdcall::config::socket_path),
+        help("set XDG_RUNTIME_DIR to a shorter directory")
+    )]
+    SocketPathTooLong {
+        path: PathBuf,
+        len: usize,
+        max: usize,
+    },
+    #[error("{path}: {message}")]
+    #[diagnostic(
+        code(holdcall::config::parse),
+        help(
+            "config.toml holds only [journal] durability = \"power\" | \"process\"; fix or remove the key it names"
+        )
+    )]
+    Parse { path: PathBuf, message: String },
+    #[error("{path} has a [policy] section, and Holdcall does not read policy from config.toml")]
+    #[diagnostic(
+        code(holdcall::config::policy_section),
+        help(
+            "policy lives in the journal database so every change is recorded: use `holdcall policy deny|allow|ask TOOL`, then delete the [policy] section"
+        )
+    )]
+    PolicySection { path: PathBuf },
+}
+
+/// The directory that holds one Holdcall installation's config, database and machine id. Each
+/// home has its own daemon and socket, so tests and `holdcall demo` never meet the real one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Home {
+    dir: PathBuf,
+}
+
+impl Home {
+    /// `HOLDCALL_HOME` if set, else the platform's data directory.
+    pub fn from_env() -> Result<Home, ConfigError> {
+        if let Some(dir) = std::env::var_os("HOLDCALL_HOME").filter(|v| !v.is_empty()) {
+            return Ok(Home::at(PathBuf::from(dir)));
+        }
+        let home = std::env::var_os("HOME")
+            .filter(|v| !v.is_empty())
+            .ok_or(ConfigError::NoHome)?;
+        let home = PathBuf::from(home);
+        let data = if cfg!(target_os = "macos") {
+            home.join("Library/Application Support")
+        } else {
+            std::env::var_os("XDG_DATA_HOME")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .unwrap_or_else(|| home.join(".local/share"))
+        };
+        Ok(Home::at(data.join("holdcall")))
+    }
+
+    /// A home at an explicit directory (made absolute against the current directory).
+    pub fn at(dir: PathBuf) -> Home {
+        let dir = if dir.is_absolute() {
+            dir
+        } else {
+            std::env::current_dir()
+                .map(|cwd| cwd.join(&dir))
+                .unwrap_or(dir)
+        };
+        Home { dir }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn db_path(&self) -> PathBuf {
+        self.dir.join("holdcall.db")
+    }
+    pub fn machine_id_path(&self) -> PathBuf {
+        self.dir.join("machine-id")
+    }
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.join("config.toml")
+    }
+    pub fn daemon_log_path(&self) -> PathBuf {
+        self.dir.join("daemon.log")
+    }
+
+    /// The private directory that holds sockets: `$XDG_RUNTIME_DIR/holdcall`, else
+    /// `/tmp/holdcall-<uid>`.
+    pub fn socket_dir() -> PathBuf {
+        match std::env::var_os("XDG_RUNTIME_DIR")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+        {
+            Some(run) => run.join("holdcall"),
+            None => std::env::temp_dir().join(format!("holdcall-{}", nix::unistd::geteuid())),
+        }
+    }
+
+    /// The daemon's socket for this home: named after the home, so two homes never share one.
+    pub fn socket_path(&self) -> PathBuf {
+        let digest = crate::frame::sha256_hex(self.dir.as_os_str().as_encoded_bytes());
+        let short = digest.get(..12).unwrap_or(&digest);
+        Home::socket_dir().join(format!("d-{short}.sock"))
+    }
+
+    /// The lock file a daemon holds for its whole life, beside the socket.
+    pub fn lock_path(&self) -> PathBuf {
+        let mut p = self.socket_path().into_os_string();
+        p.push(".lock");
+        PathBuf::from(p)
+    }
+
+    /// Creates the home and the socket directory (0700, ours) and checks the socket path fits.
+    pub fn prepare(&self) -> Result<(), ConfigError> {
+        ensure_private_dir(&self.dir)?;
+        ensure_private_dir(&Home::socket_dir())?;
+        let sock = self.socket_path();
+        let len = sock.as_os_str().len();
+        if len > limits::SOCKET_PATH_BYTES_MAX {
+            return Err(ConfigError::SocketPathTooLong {
+                path: sock,
+                len,
+                max: limits::SOCKET_PATH_BYTES_MAX,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Creates `dir` with mode 0700 if missing; refuses one that another user owns; narrows the mode
+/// of one we own to 0700.
+pub fn ensure_private_dir(dir: &Path) -> Result<(), ConfigError> {
+    let io = |source| ConfigError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    if !dir.exists() {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(io)?;
+    }
+    let meta = fs::symlink_metadata(dir).map_err(io)?;
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(ConfigError::NotOurs {
+            path: dir.to_path_buf(),
+            owner: meta.uid(),
+            me,
+        });
+    }
+    if !meta.is_dir() {
+        return Err(io(std::io::Error::new(
+            std::io::ErrorKind::NotADirectory,
+            "not a directory (a symlink is not accepted here)",
+        )));
+    }
+    if meta.mode() & 0o077 != 0 {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io)?;
+    }
+    Ok(())
+}
+
+/// The contents of `config.toml`. Every key is known; anything else is refused.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub journal: JournalConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JournalConfig {
+    /// `power` (synchronous=FULL: a decision survives power loss) or `process` (NORMAL: it
+    /// survives a crash of the process, not of the machine).
+    #[serde(default = "default_durability")]
+    pub durability: Durability,
+}
+
+impl Default for JournalConfig {
+    fn default() -> Self {
+        JournalConfig {
+            durability: default_durability(),
+        }
+    }
+}
+
+fn default_durability() -> Durability {
+    Durability::Power
+}
+
+impl Config {
+    /// Reads `<home>/config.toml`; a missing file is the default configuration.
+    pub fn load(home: &Home) -> Result<Config, ConfigError> {
+        let path = home.config_path();
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+            Err(source) => return Err(ConfigError::Io { path, source }),
+        };
+        Config::parse(&path, &text)
+    }
+
+    pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        let table: toml::Table = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string().trim().to_string(),
+        })?;
+        if table.contains_key("policy") {
+            return Err(ConfigError::PolicySection {
+                path: path.to_path_buf(),
+            });
+        }
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string().trim().to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(Path::new("/h/config.toml"), text)
+    }
+
+    #[test]
+    fn an_empty_config_means_power_durability() {
+        assert_eq!(parse("").unwrap().journal.durability, Durability::Power);
+    }
+
+    #[test]
+    fn process_durability_is_read() {
+        let c = parse("[journal]\ndurability = \"process\"\n").unwrap();
+        assert_eq!(c.journal.durability, Durability::Process);
+    }
+
+    #[test]
+    fn an_unknown_key_is_refused_and_named() {
+        let err = parse("[journal]\ndurabilty = \"process\"\n").unwrap_err();
+        assert!(err.to_string().contains("durabilty"), "{err}");
+        let err = parse("[daemon]\nsocket = \"/x\"\n").unwrap_err();
+        assert!(err.to_string().contains("daemon"), "{err}");
+    }
+
+    #[test]
+    fn a_policy_section_is_refused_with_its_own_message() {
+        let err = parse("[policy]\ndeny = [\"x\"]\n").unwrap_err();
+        assert!(matches!(err, ConfigError::PolicySection { .. }));
+    }
+
+    #[test]
+    fn an_unknown_durability_is_refused() {
+        assert!(parse("[journal]\ndurability = \"maybe\"\n").is_err());
+    }
+
+    #[test]
+    fn two_homes_get_two_sockets() {
+        let a = Home::at(PathBuf::from("/tmp/a")).socket_path();
+        let b = Home::at(PathBuf::from("/tmp/b")).socket_path();
+        assert_ne!(a, b);
+    }
+}

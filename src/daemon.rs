@@ -1,0 +1,935 @@
+//! The per-user daemon: verified connections, sessions, the decision service and the single
+//! writer of the database.
+//!
+//! Owns: accepting connections (only this Holdcall build, running as this user), which sessions
+//! each connection may speak for, the compiled policy in force, and the journal writer thread.
+//! Must never: answer a decision before its journal entry is committed, read a byte from an
+//! unverified peer, or block the accept loop on one slow client.
+
+#![deny(clippy::print_stdout)]
+
+use std::collections::{HashMap, HashSet};
+use std::sync::mpsc as std_mpsc;
+use std::sync::{Arc, Mutex, RwLock};
+
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{Notify, oneshot};
+
+use crate::config::{Config, Home};
+use crate::journal::{self, Durability, Entry, Fields, Journal, Kind, NewPolicy, PolicyRow};
+use crate::limits;
+use crate::peer;
+use crate::policy::{self, CallRequest, Effect, PolicySet, Scope, StoredPolicy};
+use crate::wire::{self, LineRead, Request, Response, Verdict};
+
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum DaemonError {
+    #[error("a daemon is already running for {0}")]
+    #[diagnostic(
+        code(holdcall::daemon::running),
+        help("`holdcall daemon status` shows it; `holdcall daemon restart` replaces it")
+    )]
+    AlreadyRunning(String),
+    #[error("cannot listen on {path}: {source}")]
+    #[diagnostic(
+        code(holdcall::daemon::listen),
+        help("check that the socket directory belongs to you")
+    )]
+    Listen {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the policy stored in the database does not compile, so no call could be decided")]
+    #[diagnostic(
+        code(holdcall::daemon::policy),
+        help("`holdcall policy list` may still read it; restore the database from a backup")
+    )]
+    Policy(#[source] policy::PolicyError),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Journal(#[from] journal::JournalError),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error("the journal writer stopped")]
+    #[diagnostic(code(holdcall::daemon::writer), help("read the daemon's log"))]
+    WriterGone,
+}
+
+/// One operation for the journal writer thread, with where to send its result.
+enum Op {
+    Append(Kind, Fields, oneshot::Sender<Result<Entry, String>>),
+    ChangePolicies {
+        add: Vec<NewPolicy>,
+        remove: Vec<String>,
+        fields: Fields,
+        reply: oneshot::Sender<Result<(Entry, Vec<PolicyRow>), String>>,
+    },
+    NextPolicySeq(oneshot::Sender<Result<i64, String>>),
+    SessionStarted(String, oneshot::Sender<Result<bool, String>>),
+    Head(oneshot::Sender<Option<(i64, String)>>),
+}
+
+/// Most appends the writer folds into one transaction (one commit, one fsync).
+const GROUP_COMMIT_MAX: usize = 256;
+
+/// Runs the single writer: it owns the database connection; everything else sends it `Op`s.
+/// Appends that queue up while a commit is in flight share the next commit.
+fn writer_thread(mut j: Journal, rx: std_mpsc::Receiver<Op>) {
+    let mut next: Option<Op> = None;
+    loop {
+        let op = match next.take() {
+            Some(op) => op,
+            None => match rx.recv() {
+                Ok(op) => op,
+                Err(_) => return,
+            },
+        };
+        match op {
+            Op::Append(kind, fields, reply) => {
+                let mut batch = vec![(kind, fields, reply)];
+                while batch.len() < GROUP_COMMIT_MAX {
+                    match rx.try_recv() {
+                        Ok(Op::Append(k, f, r)) => batch.push((k, f, r)),
+                        Ok(other) => {
+                            next = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                let items: Vec<(Kind, Fields)> =
+                    batch.iter().map(|(k, f, _)| (*k, f.clone())).collect();
+                match j.append_many(items) {
+                    Ok(entries) => {
+                        for ((_, _, reply), e) in batch.into_iter().zip(entries) {
+                            let _ = reply.send(Ok(e));
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!("journal append failed: {e}");
+                        let msg = e.to_string();
+                        for (_, _, reply) in batch {
+                            let _ = reply.send(Err(msg.clone()));
+                        }
+                    }
+                }
+            }
+            Op::ChangePolicies {
+                add,
+                remove,
+                fields,
+                reply,
+            } => {
+                let r = j
+                    .change_policies(add, remove, fields)
+                    .and_then(|e| j.policies().map(|rows| (e, rows)))
+                    .map_err(|e| e.to_string());
+                let _ = reply.send(r);
+            }
+            Op::NextPolicySeq(reply) => {
+                let _ = reply.send(j.next_policy_seq().map_err(|e| e.to_string()));
+            }
+            Op::SessionStarted(id, reply) => {
+                let _ = reply.send(j.session_started(&id).map_err(|e| e.to_string()));
+            }
+            Op::Head(reply) => {
+                let _ = reply.send(j.head());
+            }
+        }
+    }
+}
+
+/// The handle the async side uses to reach the writer.
+#[derive(Clone)]
+struct Writer(std_mpsc::Sender<Op>);
+
+impl Writer {
+    async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Op) -> Result<T, DaemonError> {
+        let (tx, rx) = oneshot::channel();
+        self.0.send(make(tx)).map_err(|_| DaemonError::WriterGone)?;
+        rx.await.map_err(|_| DaemonError::WriterGone)
+    }
+
+    async fn append(&self, kind: Kind, fields: Fields) -> Result<Entry, String> {
+        match self.ask(|r| Op::Append(kind, fields, r)).await {
+            Ok(r) => r,
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+struct Session {
+    connector: String,
+    agent: Option<String>,
+    last_seq: i64,
+}
+
+struct State {
+    writer: Writer,
+    policy: RwLock<Arc<PolicySet>>,
+    /// Serialises policy changes; holds the rows the compiled set was built from.
+    rows: tokio::sync::Mutex<Vec<PolicyRow>>,
+    sessions: Mutex<HashMap<String, Session>>,
+    shutdown: Notify,
+    durability: Durability,
+}
+
+fn stored(rows: &[PolicyRow]) -> Vec<StoredPolicy> {
+    rows.iter()
+        .map(|r| StoredPolicy {
+            seq: r.seq,
+            id: r.id.clone(),
+            text: r.text.clone(),
+        })
+        .collect()
+}
+
+/// Runs the daemon for `home` until SIGTERM, SIGINT or `holdcall daemon stop`.
+pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
+    home.prepare()?;
+    let socket = home.socket_path();
+    let lock_path = home.lock_path();
+    let lock_file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|source| DaemonError::Listen {
+            path: lock_path.display().to_string(),
+            source,
+        })?;
+    // Held for the daemon's whole life: while we hold it, no other daemon for this home runs,
+    // so any socket file left behind is stale and safe to remove.
+    let _lock = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|_| DaemonError::AlreadyRunning(home.dir().display().to_string()))?;
+
+    let db = home.db_path();
+    let has_entries = journal::journal_has_entries(&db)?;
+    let machine_id = journal::load_or_create_machine_id(&home.machine_id_path(), !has_entries)?;
+    let durability = config.journal.durability;
+    let j = Journal::open(&db, &machine_id, durability)?;
+    let rows = j.policies()?;
+    let set = PolicySet::compile(&stored(&rows)).map_err(DaemonError::Policy)?;
+    let open_sessions = j.open_sessions()?;
+    let pragmas = j.pragmas().to_detail();
+
+    let (tx, rx) = std_mpsc::channel();
+    std::thread::Builder::new()
+        .name("journal-writer".into())
+        .spawn(move || writer_thread(j, rx))
+        .map_err(|source| DaemonError::Listen {
+            path: db.display().to_string(),
+            source,
+        })?;
+    let writer = Writer(tx);
+
+    for id in open_sessions {
+        let _ = writer
+            .append(
+                Kind::SessionEnd,
+                Fields {
+                    session_id: Some(id),
+                    reason: Some("the daemon stopped before the session ended".into()),
+                    ..Fields::default()
+                },
+            )
+            .await;
+    }
+    writer
+        .append(
+            Kind::DaemonStart,
+            Fields {
+                reason: Some(format!(
+                    "holdcall {} started (pid {})",
+                    crate::VERSION,
+                    std::process::id()
+                )),
+                detail: Some(pragmas),
+                ..Fields::default()
+            },
+        )
+        .await
+        .map_err(|e| DaemonError::Listen {
+            path: db.display().to_string(),
+            source: std::io::Error::other(e),
+        })?;
+
+    let _ = std::fs::remove_file(&socket);
+    // The socket is created inside a 0700 directory with a 077 umask, so there is no moment at
+    // which another user could connect; then it is narrowed to 0600 explicitly.
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+    let listener = UnixListener::bind(&socket);
+    nix::sys::stat::umask(old);
+    let listener = listener.map_err(|source| DaemonError::Listen {
+        path: socket.display().to_string(),
+        source,
+    })?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600)).map_err(
+            |source| DaemonError::Listen {
+                path: socket.display().to_string(),
+                source,
+            },
+        )?;
+    }
+    tracing::info!(
+        "holdcall daemon {} listening on {} (pid {})",
+        crate::VERSION,
+        socket.display(),
+        std::process::id()
+    );
+
+    let state = Arc::new(State {
+        writer,
+        policy: RwLock::new(Arc::new(set)),
+        rows: tokio::sync::Mutex::new(rows),
+        sessions: Mutex::new(HashMap::new()),
+        shutdown: Notify::new(),
+        durability,
+    });
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|source| DaemonError::Listen {
+            path: "SIGTERM".into(),
+            source,
+        })?;
+    let mut next_conn: u64 = 0;
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                match accepted {
+                    Ok((stream, _)) => {
+                        next_conn += 1;
+                        let st = Arc::clone(&state);
+                        tokio::spawn(serve_conn(st, stream, next_conn));
+                    }
+                    Err(e) => tracing::warn!("accept failed: {e}"),
+                }
+            }
+            _ = term.recv() => break,
+            _ = tokio::signal::ctrl_c() => break,
+            _ = state.shutdown.notified() => break,
+        }
+    }
+    tracing::info!("holdcall daemon stopping");
+    let _ = std::fs::remove_file(&socket);
+    let live: Vec<String> = state
+        .sessions
+        .lock()
+        .map(|s| s.keys().cloned().collect())
+        .unwrap_or_default();
+    for id in live {
+        let _ = state
+            .writer
+            .append(
+                Kind::SessionEnd,
+                Fields {
+                    session_id: Some(id),
+                    reason: Some("the daemon stopped while the session was open".into()),
+                    ..Fields::default()
+                },
+            )
+            .await;
+    }
+    Ok(())
+}
+
+/// What a handled request asks the connection to do next.
+enum Next {
+    Reply(Response),
+    /// Answer, then close: the peer broke the protocol.
+    ReplyAndClose(Response),
+}
+
+async fn serve_conn(state: Arc<State>, stream: UnixStream, conn: u64) {
+    let verdict = peer::judge(&stream);
+    if !verdict.is_same() {
+        // Nothing is read from, or written to, a peer that is not this build running as us.
+        tracing::warn!("refused a connection: {}", verdict.describe("the peer"));
+        return;
+    }
+    let (r, mut w) = stream.into_split();
+    let mut r = BufReader::new(r);
+    let mut session_role: Option<bool> = None;
+    let mut owned: HashSet<String> = HashSet::new();
+    loop {
+        let line = match wire::read_line_capped(&mut r, limits::SOCKET_LINE_BYTES_MAX).await {
+            Ok(LineRead::Line(l)) => l,
+            Ok(LineRead::TooLong(n)) => {
+                tracing::warn!("connection {conn} sent a line of {n} bytes; closing it");
+                break;
+            }
+            Ok(LineRead::Eof) | Err(_) => break,
+        };
+        let next = match serde_json::from_slice::<Request>(&line) {
+            Err(e) => Next::ReplyAndClose(Response::Error {
+                message: format!("unreadable request: {e}"),
+            }),
+            Ok(req) => {
+                let is_session = req.is_session();
+                if *session_role.get_or_insert(is_session) != is_session {
+                    Next::ReplyAndClose(Response::Error {
+                        message: "a connection either carries one relay's sessions or management requests, never both".into(),
+                    })
+                } else {
+                    handle(&state, &mut owned, req).await
+                }
+            }
+        };
+        let (resp, close) = match next {
+            Next::Reply(r) => (r, false),
+            Next::ReplyAndClose(r) => (r, true),
+        };
+        let mut out = match serde_json::to_vec(&resp) {
+            Ok(v) => v,
+            Err(_) => break,
+        };
+        out.push(b'\n');
+        if w.write_all(&out).await.is_err() || close {
+            break;
+        }
+    }
+    end_sessions(
+        &state,
+        owned,
+        "the relay's connection closed before it ended the session",
+    )
+    .await;
+}
+
+async fn end_sessions(state: &State, ids: HashSet<String>, reason: &str) {
+    for id in ids {
+        let was_open = state
+            .sessions
+            .lock()
+            .map(|mut s| s.remove(&id).is_some())
+            .unwrap_or(false);
+        if was_open {
+            let _ = state
+                .writer
+                .append(
+                    Kind::SessionEnd,
+                    Fields {
+                        session_id: Some(id),
+                        reason: Some(reason.to_string()),
+                        ..Fields::default()
+                    },
+                )
+                .await;
+        }
+    }
+}
+
+fn error(message: impl Into<String>) -> Next {
+    Next::Reply(Response::Error {
+        message: message.into(),
+    })
+}
+
+fn violation(message: impl Into<String>) -> Next {
+    Next::ReplyAndClose(Response::Error {
+        message: message.into(),
+    })
+}
+
+async fn handle(state: &State, owned: &mut HashSet<String>, req: Request) -> Next {
+    match req {
+        Request::SessionStart {
+            session_id,
+            connector,
+            client,
+        } => session_start(state, owned, session_id, connector, client).await,
+        Request::CallRequest {
+            session_id,
+            seq,
+            tool,
+            args_digest,
+            ..
+        } => call_request(state, owned, session_id, seq, tool, args_digest).await,
+        Request::CallOutcome {
+            session_id,
+            seq,
+            ok,
+            duration_ms,
+        } => {
+            if !owned.contains(&session_id) {
+                return violation("this connection did not open that session");
+            }
+            one_way(
+                state,
+                Kind::CallOutcome,
+                Fields {
+                    session_id: Some(session_id),
+                    seq: Some(seq),
+                    ok: Some(ok),
+                    duration_ms: Some(duration_ms),
+                    ..Fields::default()
+                },
+            )
+            .await
+        }
+        Request::Anomaly {
+            session_id,
+            anomaly,
+        } => {
+            if !owned.contains(&session_id) {
+                return violation("this connection did not open that session");
+            }
+            one_way(
+                state,
+                Kind::Anomaly,
+                Fields {
+                    session_id: Some(session_id),
+                    anomaly: Some(anomaly),
+                    ..Fields::default()
+                },
+            )
+            .await
+        }
+        Request::SessionEnd {
+            session_id,
+            protocol_version,
+        } => {
+            if !owned.remove(&session_id) {
+                return violation("this connection did not open that session");
+            }
+            if let Ok(mut s) = state.sessions.lock() {
+                s.remove(&session_id);
+            }
+            one_way(
+                state,
+                Kind::SessionEnd,
+                Fields {
+                    session_id: Some(session_id),
+                    protocol_version: protocol_version.filter(|v| !v.is_empty()),
+                    ..Fields::default()
+                },
+            )
+            .await
+        }
+        Request::PolicySet { effect, scope } => policy_set(state, effect, scope).await,
+        Request::PolicyRemove { scope } => policy_remove(state, scope).await,
+        Request::PolicyList => {
+            let set = current_policy(state);
+            Next::Reply(Response::PolicyList {
+                policies: set.info().to_vec(),
+            })
+        }
+        Request::PolicyExplain {
+            agent,
+            connector,
+            tool,
+        } => {
+            if let Err(e) = policy::validate_tool_name(&tool) {
+                return error(e.to_string());
+            }
+            for (kind, name) in [("agent", &agent), ("connector", &connector)] {
+                if let Some(n) = name {
+                    if let Err(e) = policy::validate_scope_name(kind, n) {
+                        return error(e.to_string());
+                    }
+                }
+            }
+            let set = current_policy(state);
+            let explanation = set.explain(&CallRequest {
+                agent: agent.as_deref(),
+                connector: connector.as_deref().unwrap_or(""),
+                tool: &tool,
+            });
+            Next::Reply(Response::Explain {
+                explanation: Box::new(explanation),
+            })
+        }
+        Request::Status => {
+            let head = state.writer.ask(Op::Head).await.ok().flatten();
+            let sessions = state.sessions.lock().map(|s| s.len()).unwrap_or(0);
+            Next::Reply(Response::Status {
+                pid: std::process::id(),
+                version: crate::VERSION.to_string(),
+                sessions,
+                policies: current_policy(state).info().len(),
+                entries: head.as_ref().map(|h| h.0),
+                head: head.map(|h| h.1),
+                durability: match state.durability {
+                    Durability::Power => "power".into(),
+                    Durability::Process => "process".into(),
+                },
+            })
+        }
+        Request::Shutdown => {
+            state.shutdown.notify_one();
+            Next::Reply(Response::Ok)
+        }
+    }
+}
+
+fn current_policy(state: &State) -> Arc<PolicySet> {
+    match state.policy.read() {
+        Ok(p) => Arc::clone(&p),
+        // A poisoned lock means a writer panicked mid-swap; deciding on nothing is safer than
+        // guessing, and an empty set that errors is not available, so keep the last value.
+        Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+    }
+}
+
+async fn one_way(state: &State, kind: Kind, fields: Fields) -> Next {
+    match state.writer.append(kind, fields).await {
+        Ok(_) => Next::Reply(Response::Ok),
+        Err(e) => error(format!("not recorded: {e}")),
+    }
+}
+
+fn valid_session_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+async fn session_start(
+    state: &State,
+    owned: &mut HashSet<String>,
+    session_id: String,
+    connector: String,
+    client: Option<String>,
+) -> Next {
+    if !valid_session_id(&session_id) {
+        return violation("a session id is 32 hexadecimal characters");
+    }
+    if let Err(e) = policy::validate_scope_name("connector", &connector) {
+        return violation(e.to_string());
+    }
+    if let Some(c) = &client {
+        if c.len() > limits::CLIENT_LABEL_BYTES_MAX || c.chars().any(char::is_control) {
+            return violation("the client label is too long or has control characters");
+        }
+    }
+    let live = state
+        .sessions
+        .lock()
+        .map(|s| s.contains_key(&session_id))
+        .unwrap_or(true);
+    let recorded = match state
+        .writer
+        .ask(|r| Op::SessionStarted(session_id.clone(), r))
+        .await
+    {
+        Ok(Ok(b)) => b,
+        _ => true,
+    };
+    if live || recorded {
+        return violation("that session id was used before; a session starts once");
+    }
+    // Who is calling is the kernel's word, never the relay's: agent derivation from the
+    // relay's parent process comes with enrolment. Until then every session is unenrolled.
+    let agent: Option<String> = None;
+    let entry = state
+        .writer
+        .append(
+            Kind::SessionStart,
+            Fields {
+                session_id: Some(session_id.clone()),
+                connector: Some(connector.clone()),
+                client,
+                agent: agent.clone(),
+                ..Fields::default()
+            },
+        )
+        .await;
+    if let Err(e) = entry {
+        return error(format!("the session could not be recorded: {e}"));
+    }
+    if let Ok(mut s) = state.sessions.lock() {
+        s.insert(
+            session_id.clone(),
+            Session {
+                connector,
+                agent,
+                last_seq: 0,
+            },
+        );
+    }
+    owned.insert(session_id);
+    Next::Reply(Response::Ok)
+}
+
+async fn call_request(
+    state: &State,
+    owned: &HashSet<String>,
+    session_id: String,
+    seq: i64,
+    tool: String,
+    args_digest: String,
+) -> Next {
+    if !owned.contains(&session_id) {
+        return violation("this connection did not open that session");
+    }
+    let (connector, agent) = {
+        let Ok(mut sessions) = state.sessions.lock() else {
+            return violation("the session table is unavailable");
+        };
+        let Some(s) = sessions.get_mut(&session_id) else {
+            return violation("that session has ended");
+        };
+        if seq < 1 || seq <= s.last_seq {
+            return violation(format!(
+                "call numbers start at 1 and only increase; got {seq} after {}",
+                s.last_seq
+            ));
+        }
+        s.last_seq = seq;
+        (s.connector.clone(), s.agent.clone())
+    };
+    let undecided = |reason: String| {
+        Next::Reply(Response::Decision {
+            session_id: session_id.clone(),
+            seq,
+            decision: Verdict::Undecided,
+            policy_id: None,
+            reason,
+        })
+    };
+    if let Err(e) = policy::validate_tool_name(&tool) {
+        return undecided(format!("the tool name cannot be decided: {e}"));
+    }
+    if args_digest.len() != 64 || !args_digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return violation("args_digest is a SHA-256 in hex");
+    }
+    let set = current_policy(state);
+    let decision = set.decide(&CallRequest {
+        agent: agent.as_deref(),
+        connector: &connector,
+        tool: &tool,
+    });
+    let verdict = match decision.effect {
+        Effect::Allow => Verdict::Allow,
+        Effect::Ask => Verdict::Ask,
+        Effect::Deny => Verdict::Deny,
+    };
+    let recorded = state
+        .writer
+        .append(
+            Kind::CallRequest,
+            Fields {
+                session_id: Some(session_id.clone()),
+                seq: Some(seq),
+                connector: Some(connector),
+                tool: Some(tool),
+                agent,
+                args_digest: Some(args_digest),
+                decision: Some(decision.effect.as_str().to_string()),
+                policy_id: decision.policy_id.clone(),
+                reason: Some(decision.reason.clone()),
+                ..Fields::default()
+            },
+        )
+        .await;
+    // The answer goes out only after the entry is committed; a call that was not recorded is
+    // not decided.
+    match recorded {
+        Ok(_) => Next::Reply(Response::Decision {
+            session_id,
+            seq,
+            decision: verdict,
+            policy_id: decision.policy_id,
+            reason: decision.reason,
+        }),
+        Err(e) => undecided(format!("the call could not be recorded: {e}")),
+    }
+}
+
+fn check_scope(scope: &Scope) -> Result<(), String> {
+    if let Some(t) = &scope.tool {
+        policy::validate_tool_name(t).map_err(|e| e.to_string())?;
+    }
+    if let Some(a) = &scope.agent {
+        policy::validate_scope_name("agent", a).map_err(|e| e.to_string())?;
+    }
+    if let Some(c) = &scope.connector {
+        policy::validate_scope_name("connector", c).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+fn same_scope(row: &PolicyRow, scope: &Scope) -> bool {
+    row.source == "cli"
+        && row.tool == scope.tool
+        && row.agent == scope.agent
+        && row.connector == scope.connector
+}
+
+fn effect_verb(effect: Effect) -> &'static str {
+    match effect {
+        Effect::Allow => "allowed",
+        Effect::Ask => "set to ask",
+        Effect::Deny => "denied",
+    }
+}
+
+async fn policy_set(state: &State, effect: Effect, scope: Scope) -> Next {
+    if let Err(e) = check_scope(&scope) {
+        return error(e);
+    }
+    let mut rows = state.rows.lock().await;
+    if let Some(existing) = rows.iter().find(|r| same_scope(r, &scope)) {
+        if existing.effect == effect.as_str() {
+            return Next::Reply(Response::PolicyChanged {
+                message: format!(
+                    "{} is already {} by rule {}; nothing changed",
+                    scope.describe(),
+                    effect_verb(effect),
+                    existing.id
+                ),
+                changed: false,
+                chain_seq: None,
+            });
+        }
+        return error(format!(
+            "rule {} already covers {} ({}); a scope holds one rule: remove it first with `holdcall policy remove`",
+            existing.id,
+            scope.describe(),
+            existing.effect
+        ));
+    }
+    let seq = match state.writer.ask(Op::NextPolicySeq).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return error(format!("the policy table cannot be read: {e}")),
+        Err(e) => return error(e.to_string()),
+    };
+    let id = format!("rule-{seq}");
+    let text = policy::cli_rule_text(&id, effect, &scope);
+    let new = NewPolicy {
+        seq,
+        id: id.clone(),
+        source: "cli".into(),
+        text: text.clone(),
+        effect: effect.as_str().into(),
+        specificity: policy::specificity_of_scope(&scope),
+        tool: scope.tool.clone(),
+        agent: scope.agent.clone(),
+        connector: scope.connector.clone(),
+    };
+    let mut proposed = stored(&rows);
+    proposed.push(StoredPolicy {
+        seq,
+        id: id.clone(),
+        text,
+    });
+    let summary = format!("{} {}", effect_verb(effect), scope.describe());
+    apply_change(
+        state,
+        &mut rows,
+        proposed,
+        vec![new],
+        vec![],
+        id,
+        summary,
+        &scope,
+    )
+    .await
+}
+
+async fn policy_remove(state: &State, scope: Scope) -> Next {
+    if let Err(e) = check_scope(&scope) {
+        return error(e);
+    }
+    let mut rows = state.rows.lock().await;
+    let Some(existing) = rows.iter().find(|r| same_scope(r, &scope)).cloned() else {
+        return error(format!(
+            "no rule made on the command line covers {}; `holdcall policy list` shows the rules",
+            scope.describe()
+        ));
+    };
+    let proposed: Vec<StoredPolicy> = stored(&rows)
+        .into_iter()
+        .filter(|p| p.id != existing.id)
+        .collect();
+    let was = Effect::parse(&existing.effect)
+        .map(effect_verb)
+        .unwrap_or("covered");
+    let summary = format!("{} no longer {was}", scope.describe());
+    apply_change(
+        state,
+        &mut rows,
+        proposed,
+        vec![],
+        vec![existing.id.clone()],
+        existing.id,
+        summary,
+        &scope,
+    )
+    .await
+}
+
+/// Compiles the proposed set, journals the change with the diff of the whole policy text, and
+/// only then puts the new set in force. A change that does not compile, or cannot be recorded,
+/// is not made.
+#[allow(clippy::too_many_arguments)]
+async fn apply_change(
+    state: &State,
+    rows: &mut Vec<PolicyRow>,
+    proposed: Vec<StoredPolicy>,
+    add: Vec<NewPolicy>,
+    remove: Vec<String>,
+    policy_id: String,
+    summary: String,
+    scope: &Scope,
+) -> Next {
+    let new_set = match PolicySet::compile(&proposed) {
+        Ok(s) => s,
+        Err(e) => return error(format!("the change does not compile: {e}")),
+    };
+    let before = current_policy(state).text();
+    let diff = policy::unified_diff(&before, &new_set.text(), "policy before", "policy after");
+    let fields = Fields {
+        tool: scope.tool.clone(),
+        agent: scope.agent.clone(),
+        connector: scope.connector.clone(),
+        policy_id: Some(policy_id),
+        reason: Some(summary.clone()),
+        detail: Some(diff),
+        ..Fields::default()
+    };
+    let result = state
+        .writer
+        .ask(|reply| Op::ChangePolicies {
+            add,
+            remove,
+            fields,
+            reply,
+        })
+        .await;
+    match result {
+        Ok(Ok((entry, new_rows))) => {
+            *rows = new_rows;
+            if let Ok(mut p) = state.policy.write() {
+                *p = Arc::new(new_set);
+            }
+            Next::Reply(Response::PolicyChanged {
+                message: format!(
+                    "{summary} (recorded in the journal as entry {})",
+                    entry.chain_seq
+                ),
+                changed: true,
+                chain_seq: Some(entry.chain_seq),
+            })
+        }
+        Ok(Err(e)) => error(format!(
+            "the change could not be recorded, so it was not made: {e}"
+        )),
+        Err(e) => error(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_ids_are_32_hex_characters() {
+        assert!(valid_session_id("0123456789abcdef0123456789abcdef"));
+        assert!(!valid_session_id("0123456789abcdef"));
+        assert!(!valid_session_id("0123456789abcdef0123456789abcdeg"));
+    }
+}

@@ -1,0 +1,205 @@
+//! Who is on the other end of a Unix socket: same user, and the same Holdcall executable image.
+//!
+//! Owns: the kernel's word on a peer (SO_PEERCRED, SO_PEERPIDFD, `/proc/<pid>/exe`) and the
+//! wording that explains a refusal. Must never: trust anything the peer says about itself, or
+//! compare executables by path (a path can be swapped; the image's device and inode cannot).
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+
+use nix::sys::socket::{getsockopt, sockopt};
+
+/// An executable image: the device and inode of the file a process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Image {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+/// The kernel's account of a peer, and whether it is one of us.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Same effective uid, same executable image as this process.
+    Same { pid: i32 },
+    /// Another user's process.
+    WrongUser { pid: i32, uid: u32, me: u32 },
+    /// Our user, but another program — or an older build that was replaced at the same path.
+    OtherProgram {
+        pid: i32,
+        exe: Option<PathBuf>,
+        older_build: bool,
+    },
+    /// The kernel could not tell (a syscall failed, or the process already exited).
+    Unknown { reason: String },
+}
+
+impl Verdict {
+    pub fn is_same(&self) -> bool {
+        matches!(self, Verdict::Same { .. })
+    }
+
+    /// One sentence for a log or an error, saying who the peer is and why it is refused.
+    pub fn describe(&self, what: &str) -> String {
+        match self {
+            Verdict::Same { pid } => format!("{what} is this Holdcall build (pid {pid})"),
+            Verdict::WrongUser { pid, uid, me } => format!(
+                "{what} runs as another user (pid {pid}, uid {uid}; this process runs as uid {me})"
+            ),
+            Verdict::OtherProgram {
+                pid,
+                older_build: true,
+                ..
+            } => format!(
+                "{what} is an older build of Holdcall at the same path (pid {pid}); run `holdcall daemon restart`"
+            ),
+            Verdict::OtherProgram { pid, exe, .. } => format!(
+                "{what} is not this Holdcall build (pid {pid} runs {})",
+                exe.as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|| "an executable that cannot be read".to_string())
+            ),
+            Verdict::Unknown { reason } => {
+                format!("the identity of {what} could not be established: {reason}")
+            }
+        }
+    }
+}
+
+/// The image this process runs.
+pub fn self_image() -> std::io::Result<Image> {
+    image_of_path("/proc/self/exe")
+}
+
+fn image_of_path(path: &str) -> std::io::Result<Image> {
+    // `metadata` follows the magic link to the file the kernel mapped, not to whatever now sits
+    // at the path that was executed.
+    let m = std::fs::metadata(path)?;
+    Ok(Image {
+        dev: m.dev(),
+        ino: m.ino(),
+    })
+}
+
+/// The pid a pidfd refers to, or None once that process has exited (the kernel then reports -1).
+fn pid_of_pidfd(fd: &OwnedFd) -> Option<i32> {
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).ok()?;
+    let pid: i32 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("Pid:"))?
+        .trim()
+        .parse()
+        .ok()?;
+    (pid > 0).then_some(pid)
+}
+
+/// Judges the peer of a connected Unix socket.
+///
+/// The pid is pinned with SO_PEERPIDFD where the kernel has it (Linux 6.5+): the image is read
+/// through `/proc/<pid>/exe` and the pidfd is consulted again afterwards, so a pid that was
+/// recycled in between is noticed. Older kernels fall back to the pid from SO_PEERCRED.
+pub fn judge<F: AsFd>(sock: &F) -> Verdict {
+    let cred = match getsockopt(sock, sockopt::PeerCredentials) {
+        Ok(c) => c,
+        Err(e) => {
+            return Verdict::Unknown {
+                reason: format!("SO_PEERCRED failed: {e}"),
+            };
+        }
+    };
+    let me = nix::unistd::geteuid().as_raw();
+    let pidfd = getsockopt(sock, sockopt::PeerPidfd).ok();
+    let pid = match &pidfd {
+        Some(fd) => match pid_of_pidfd(fd) {
+            Some(p) => p,
+            None => {
+                return Verdict::Unknown {
+                    reason: "the peer process has already exited".to_string(),
+                };
+            }
+        },
+        None => cred.pid(),
+    };
+    if cred.uid() != me {
+        return Verdict::WrongUser {
+            pid,
+            uid: cred.uid(),
+            me,
+        };
+    }
+    let theirs = match image_of_path(&format!("/proc/{pid}/exe")) {
+        Ok(i) => i,
+        Err(e) => {
+            return Verdict::Unknown {
+                reason: format!("cannot read /proc/{pid}/exe: {e}"),
+            };
+        }
+    };
+    if let Some(fd) = &pidfd {
+        if pid_of_pidfd(fd) != Some(pid) {
+            return Verdict::Unknown {
+                reason: "the peer process exited while it was being checked".to_string(),
+            };
+        }
+    }
+    let ours = match self_image() {
+        Ok(i) => i,
+        Err(e) => {
+            return Verdict::Unknown {
+                reason: format!("cannot read this process's own executable: {e}"),
+            };
+        }
+    };
+    if theirs == ours {
+        return Verdict::Same { pid };
+    }
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+    let older_build = exe.as_ref().map(|p| same_launch_path(p)).unwrap_or(false);
+    Verdict::OtherProgram {
+        pid,
+        exe,
+        older_build,
+    }
+}
+
+/// True when `their_exe` names the path this binary runs from (the kernel appends " (deleted)"
+/// to a file replaced since it was executed). Only ever chooses wording, never authorises.
+fn same_launch_path(their_exe: &std::path::Path) -> bool {
+    let theirs = their_exe.to_string_lossy();
+    let theirs = theirs.strip_suffix(" (deleted)").unwrap_or(&theirs);
+    let Ok(ours) = std::env::current_exe() else {
+        return false;
+    };
+    let ours = ours.to_string_lossy();
+    let ours = ours.strip_suffix(" (deleted)").unwrap_or(&ours);
+    theirs == ours
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixStream;
+
+    #[test]
+    fn a_socket_pair_inside_one_process_is_judged_the_same() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        let v = judge(&a);
+        assert!(v.is_same(), "{v:?}");
+    }
+
+    #[test]
+    fn the_image_of_self_is_readable_and_stable() {
+        assert_eq!(self_image().unwrap(), self_image().unwrap());
+    }
+
+    #[test]
+    fn an_older_build_is_named_as_such() {
+        let v = Verdict::OtherProgram {
+            pid: 7,
+            exe: None,
+            older_build: true,
+        };
+        assert!(v.describe("the daemon").contains("older build"));
+        assert!(!v.is_same());
+    }
+}

@@ -1,0 +1,441 @@
+//! The daemon socket: its messages (NDJSON, one request line, one response line), bounded line
+//! reading, and dialing the daemon — verified, and started on demand.
+//!
+//! Owns: what relays and CLI commands may say to the daemon and what it answers. Must never:
+//! send a byte to a daemon whose identity it has not verified, or buffer more than a named limit
+//! of a peer's line.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+
+use crate::config::Home;
+use crate::limits;
+use crate::peer;
+use crate::policy::{Effect, Explanation, PolicyInfo, Scope};
+
+/// Something a relay or a CLI command asks of the daemon. Every request gets exactly one
+/// response, in order.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind")]
+pub enum Request {
+    /// A relay opens a session; the connection then speaks only for the sessions it opened.
+    #[serde(rename = "session.start")]
+    SessionStart {
+        session_id: String,
+        connector: String,
+        client: Option<String>,
+    },
+    /// A readable tools/call. The relay never states a verdict; it only describes the call.
+    #[serde(rename = "call.request")]
+    CallRequest {
+        session_id: String,
+        seq: i64,
+        tool: String,
+        args_digest: String,
+        /// The raw `params.arguments` text, when small enough to send.
+        arguments: Option<String>,
+        arguments_omitted: bool,
+    },
+    #[serde(rename = "call.outcome")]
+    CallOutcome {
+        session_id: String,
+        seq: i64,
+        ok: bool,
+        duration_ms: i64,
+    },
+    #[serde(rename = "anomaly")]
+    Anomaly { session_id: String, anomaly: String },
+    #[serde(rename = "session.end")]
+    SessionEnd {
+        session_id: String,
+        protocol_version: Option<String>,
+    },
+    #[serde(rename = "policy.set")]
+    PolicySet { effect: Effect, scope: Scope },
+    #[serde(rename = "policy.remove")]
+    PolicyRemove { scope: Scope },
+    #[serde(rename = "policy.list")]
+    PolicyList,
+    #[serde(rename = "policy.explain")]
+    PolicyExplain {
+        agent: Option<String>,
+        connector: Option<String>,
+        tool: String,
+    },
+    #[serde(rename = "daemon.status")]
+    Status,
+    #[serde(rename = "daemon.shutdown")]
+    Shutdown,
+}
+
+impl Request {
+    /// Requests only a relay's session may make; a connection that made one may make no other kind.
+    pub fn is_session(&self) -> bool {
+        matches!(
+            self,
+            Request::SessionStart { .. }
+                | Request::CallRequest { .. }
+                | Request::CallOutcome { .. }
+                | Request::Anomaly { .. }
+                | Request::SessionEnd { .. }
+        )
+    }
+}
+
+/// The daemon's verdict on one call, as the relay receives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Allow,
+    Deny,
+    Ask,
+    /// The daemon could not decide (for example, the journal could not be written).
+    Undecided,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind")]
+pub enum Response {
+    #[serde(rename = "ok")]
+    Ok,
+    #[serde(rename = "error")]
+    Error { message: String },
+    #[serde(rename = "decision")]
+    Decision {
+        session_id: String,
+        seq: i64,
+        decision: Verdict,
+        policy_id: Option<String>,
+        reason: String,
+    },
+    #[serde(rename = "policy.changed")]
+    PolicyChanged {
+        message: String,
+        changed: bool,
+        chain_seq: Option<i64>,
+    },
+    #[serde(rename = "policy.list")]
+    PolicyList { policies: Vec<PolicyInfo> },
+    #[serde(rename = "policy.explain")]
+    Explain { explanation: Box<Explanation> },
+    #[serde(rename = "daemon.status")]
+    Status {
+        pid: u32,
+        version: String,
+        sessions: usize,
+        policies: usize,
+        head: Option<String>,
+        entries: Option<i64>,
+        durability: String,
+    },
+}
+
+/// Errors talking to the daemon. Each one means: no decision.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum WireError {
+    #[error("no daemon is listening on {socket}")]
+    #[diagnostic(
+        code(holdcall::wire::no_daemon),
+        help("start it with `holdcall daemon start`, and read {log} if it does not stay up")
+    )]
+    NoDaemon { socket: String, log: String },
+    #[error("refusing the process on {socket}: {why}")]
+    #[diagnostic(
+        code(holdcall::wire::impostor),
+        help("only this Holdcall build, running as you, is trusted with decisions")
+    )]
+    NotVerified { socket: String, why: String },
+    #[error("the daemon did not answer within {0:?}")]
+    #[diagnostic(code(holdcall::wire::timeout), help("see `holdcall daemon status`"))]
+    Timeout(Duration),
+    #[error("the connection to the daemon failed: {0}")]
+    #[diagnostic(code(holdcall::wire::io), help("see `holdcall daemon status`"))]
+    Io(#[from] std::io::Error),
+    #[error("the daemon sent a line that is not a valid answer: {0}")]
+    #[diagnostic(
+        code(holdcall::wire::protocol),
+        help("run `holdcall daemon restart` so both ends are the same build")
+    )]
+    Protocol(String),
+    #[error("the daemon closed the connection")]
+    #[diagnostic(
+        code(holdcall::wire::closed),
+        help("read the daemon's log (`holdcall daemon status` names it)")
+    )]
+    Closed,
+    #[error("the daemon refused: {0}")]
+    #[diagnostic(code(holdcall::wire::refused))]
+    Refused(String),
+    #[error("cannot start the daemon: {0}")]
+    #[diagnostic(
+        code(holdcall::wire::start),
+        help("run `holdcall daemon run` in a terminal to see why it stops")
+    )]
+    Start(String),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Config(#[from] crate::config::ConfigError),
+}
+
+/// What one bounded read produced.
+#[derive(Debug, PartialEq, Eq)]
+pub enum LineRead {
+    /// A line, with its newline when it had one (the last line of a stream may not).
+    Line(Vec<u8>),
+    /// A line longer than the cap, read and discarded through its newline; its length.
+    TooLong(usize),
+    /// End of stream.
+    Eof,
+}
+
+/// Reads one line of at most `max` bytes (newline included) without ever buffering more than
+/// `max` bytes of it: the rest of an overlong line is consumed and dropped.
+pub async fn read_line_capped<R: AsyncBufRead + Unpin>(
+    r: &mut R,
+    max: usize,
+) -> std::io::Result<LineRead> {
+    let mut line = Vec::new();
+    let mut total = 0usize;
+    let mut overflow = false;
+    loop {
+        let buf = r.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(if overflow {
+                LineRead::TooLong(total)
+            } else if line.is_empty() {
+                LineRead::Eof
+            } else {
+                LineRead::Line(line)
+            });
+        }
+        let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (buf.get(..=i).unwrap_or(buf), true),
+            None => (buf, false),
+        };
+        let n = chunk.len();
+        total = total.saturating_add(n);
+        if !overflow {
+            if total > max {
+                overflow = true;
+                line = Vec::new();
+            } else {
+                line.extend_from_slice(chunk);
+            }
+        }
+        r.consume(n);
+        if done {
+            return Ok(if overflow {
+                LineRead::TooLong(total)
+            } else {
+                LineRead::Line(line)
+            });
+        }
+    }
+}
+
+/// A verified connection to the daemon.
+pub struct Conn {
+    reader: BufReader<OwnedReadHalf>,
+    writer: OwnedWriteHalf,
+}
+
+impl Conn {
+    /// Sends one request and reads its one response, within `timeout`.
+    pub async fn call(&mut self, req: &Request, timeout: Duration) -> Result<Response, WireError> {
+        tokio::time::timeout(timeout, self.call_inner(req))
+            .await
+            .map_err(|_| WireError::Timeout(timeout))?
+    }
+
+    async fn call_inner(&mut self, req: &Request) -> Result<Response, WireError> {
+        let mut line = serde_json::to_vec(req).map_err(|e| WireError::Protocol(e.to_string()))?;
+        line.push(b'\n');
+        if line.len() > limits::SOCKET_LINE_BYTES_MAX {
+            return Err(WireError::Protocol(format!(
+                "request of {} bytes is over the {} byte socket limit",
+                line.len(),
+                limits::SOCKET_LINE_BYTES_MAX
+            )));
+        }
+        self.writer.write_all(&line).await?;
+        match read_line_capped(&mut self.reader, limits::SOCKET_LINE_BYTES_MAX).await? {
+            LineRead::Eof => Err(WireError::Closed),
+            LineRead::TooLong(n) => Err(WireError::Protocol(format!("an answer of {n} bytes"))),
+            LineRead::Line(l) => {
+                serde_json::from_slice(&l).map_err(|e| WireError::Protocol(e.to_string()))
+            }
+        }
+    }
+}
+
+/// Connects to the daemon of `home` if one is listening, and verifies it before sending a byte.
+pub async fn connect(home: &Home) -> Result<Conn, WireError> {
+    let socket = home.socket_path();
+    let stream = UnixStream::connect(&socket)
+        .await
+        .map_err(|_| WireError::NoDaemon {
+            socket: socket.display().to_string(),
+            log: home.daemon_log_path().display().to_string(),
+        })?;
+    let verdict = peer::judge(&stream);
+    if !verdict.is_same() {
+        return Err(WireError::NotVerified {
+            socket: socket.display().to_string(),
+            why: verdict.describe("the process listening there"),
+        });
+    }
+    let (r, w) = stream.into_split();
+    Ok(Conn {
+        reader: BufReader::new(r),
+        writer: w,
+    })
+}
+
+/// What is listening on a home's socket, found without starting anything and without sending
+/// a byte to a process that is not verified.
+pub enum Probe {
+    NotRunning,
+    Ours(Conn),
+    Other(peer::Verdict),
+}
+
+/// Looks at the socket of `home` without starting a daemon.
+pub async fn probe(home: &Home) -> Probe {
+    let Ok(stream) = UnixStream::connect(home.socket_path()).await else {
+        return Probe::NotRunning;
+    };
+    let verdict = peer::judge(&stream);
+    if !verdict.is_same() {
+        return Probe::Other(verdict);
+    }
+    let (r, w) = stream.into_split();
+    Probe::Ours(Conn {
+        reader: BufReader::new(r),
+        writer: w,
+    })
+}
+
+/// Connects to the daemon, starting one (detached) if none is listening.
+pub async fn connect_or_start(home: &Home) -> Result<Conn, WireError> {
+    match connect(home).await {
+        Err(WireError::NoDaemon { .. }) => {}
+        other => return other,
+    }
+    start_daemon(home)?;
+    let deadline = Instant::now() + limits::DAEMON_START_TIMEOUT;
+    loop {
+        match connect(home).await {
+            Err(WireError::NoDaemon { socket, log }) => {
+                if Instant::now() >= deadline {
+                    return Err(WireError::Start(format!(
+                        "it did not start listening on {socket} within {:?}; see {log}",
+                        limits::DAEMON_START_TIMEOUT
+                    )));
+                }
+                // Polling a socket that does not exist yet: there is nothing to wait on.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Starts `holdcall daemon run` for `home` in its own session, logging to `daemon.log`.
+pub fn start_daemon(home: &Home) -> Result<(), WireError> {
+    home.prepare()?;
+    let exe = std::env::current_exe().map_err(|e| WireError::Start(e.to_string()))?;
+    let log = open_log(&home.daemon_log_path()).map_err(|e| WireError::Start(e.to_string()))?;
+    let log2 = log
+        .try_clone()
+        .map_err(|e| WireError::Start(e.to_string()))?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["daemon", "run"])
+        .env("HOLDCALL_HOME", home.dir())
+        .stdin(std::process::Stdio::null())
+        .stdout(log)
+        .stderr(log2);
+    // A new process group keeps the daemon out of the terminal's and the relay's signals; the
+    // daemon makes itself a session leader when it starts.
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let mut child = cmd.spawn().map_err(|e| WireError::Start(e.to_string()))?;
+    // Reap it in the background so it never lingers as a zombie of a long-lived relay.
+    std::thread::spawn(move || {
+        let _ = child.wait();
+    });
+    Ok(())
+}
+
+fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn read(input: &[u8], max: usize) -> Vec<LineRead> {
+        let mut r = BufReader::with_capacity(4, input);
+        let mut out = Vec::new();
+        loop {
+            let l = read_line_capped(&mut r, max).await.unwrap();
+            let end = l == LineRead::Eof;
+            out.push(l);
+            if end {
+                return out;
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn lines_are_returned_with_their_newline_and_a_last_line_without_one() {
+        let got = read(b"ab\ncd", 10).await;
+        assert_eq!(
+            got,
+            vec![
+                LineRead::Line(b"ab\n".to_vec()),
+                LineRead::Line(b"cd".to_vec()),
+                LineRead::Eof
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_line_exactly_at_the_cap_is_read_and_one_byte_over_is_dropped_whole() {
+        let got = read(b"12345\n123456\nok\n", 6).await;
+        assert_eq!(
+            got,
+            vec![
+                LineRead::Line(b"12345\n".to_vec()),
+                LineRead::TooLong(7),
+                LineRead::Line(b"ok\n".to_vec()),
+                LineRead::Eof
+            ]
+        );
+    }
+
+    #[test]
+    fn requests_round_trip_through_json() {
+        let r = Request::CallRequest {
+            session_id: "s".into(),
+            seq: 1,
+            tool: "t".into(),
+            args_digest: "d".into(),
+            arguments: Some("{\"a\":1}".into()),
+            arguments_omitted: false,
+        };
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.starts_with("{\"kind\":\"call.request\""));
+        let back: Request = serde_json::from_str(&text).unwrap();
+        assert!(back.is_session());
+    }
+}

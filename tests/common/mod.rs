@@ -1,0 +1,288 @@
+//! One test environment: a private home and runtime directory, the real `holdcall` binary, and
+//! helpers to drive a relay in front of the built-in demo server, which records every line it
+//! receives. Nothing here touches the real home, keyring or network.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::Duration;
+
+/// How long a test waits for something that should happen at once; generous for a loaded
+/// 2-core CI machine. Reaching it is a failure, never a pass.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+pub struct Env {
+    pub dir: tempfile::TempDir,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        let dir = tempfile::Builder::new().prefix("hc").tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("home")).unwrap();
+        std::fs::create_dir(dir.path().join("run")).unwrap();
+        Env { dir }
+    }
+
+    /// A home whose journal commits with synchronous=NORMAL: for tests that make many changes.
+    pub fn fast() -> Env {
+        let env = Env::new();
+        env.write_config("[journal]\ndurability = \"process\"\n");
+        env
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+    pub fn db(&self) -> PathBuf {
+        self.home().join("holdcall.db")
+    }
+    pub fn bin() -> PathBuf {
+        PathBuf::from(env!("CARGO_BIN_EXE_holdcall"))
+    }
+    pub fn write_config(&self, text: &str) {
+        std::fs::write(self.home().join("config.toml"), text).unwrap();
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(Env::bin());
+        c.args(args)
+            .env("HOLDCALL_HOME", self.home())
+            .env("XDG_RUNTIME_DIR", self.dir.path().join("run"))
+            .env_remove("HOLDCALL_LOG")
+            .stdin(Stdio::null());
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    /// Runs a command that must succeed; returns its stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "holdcall {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs a command that must fail with `code`; returns its stderr.
+    pub fn fails(&self, args: &[&str], code: i32) -> String {
+        let out = self.run(args);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "holdcall {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stderr).unwrap()
+    }
+
+    /// The pid of the daemon of this home, from `holdcall daemon status`.
+    pub fn daemon_pid(&self) -> i32 {
+        let s = self.ok(&["daemon", "status"]);
+        let rest = s.split("pid ").nth(1).expect("daemon status names a pid");
+        rest.split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
+    /// Starts a relay in front of the demo server; `record` receives every line the server gets.
+    pub fn relay(&self, connector: &str) -> Relay {
+        let record = self
+            .dir
+            .path()
+            .join(format!("record-{connector}-{}.log", rand_suffix()));
+        std::fs::write(&record, b"").unwrap();
+        let bin = Env::bin();
+        let mut child = self
+            .cmd(&[
+                "serve",
+                "--connector",
+                connector,
+                "--client",
+                "test",
+                "--",
+                bin.to_str().unwrap(),
+                "demo-server",
+                "--record",
+                record.to_str().unwrap(),
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let lines = lines_of(child.stdout.take().unwrap());
+        let stderr = child.stderr.take().unwrap();
+        let (etx, erx) = channel();
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = BufReader::new(stderr).read_to_string(&mut s);
+            let _ = etx.send(s);
+        });
+        Relay {
+            child,
+            stdin,
+            lines,
+            stderr: Some(erx),
+            record,
+        }
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["daemon", "stop"]).output();
+    }
+}
+
+fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::SeqCst)
+}
+
+/// Reads lines (each with its newline, as raw bytes) on a thread, so tests can wait with a limit.
+pub fn lines_of(r: impl Read + Send + 'static) -> Receiver<Vec<u8>> {
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(r);
+        loop {
+            let mut line = Vec::new();
+            match r.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {
+                    if tx.send(line).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    rx
+}
+
+pub struct Relay {
+    pub child: Child,
+    pub stdin: Option<ChildStdin>,
+    pub lines: Receiver<Vec<u8>>,
+    pub stderr: Option<Receiver<String>>,
+    pub record: PathBuf,
+}
+
+pub const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+
+impl Relay {
+    /// Writes one line (a newline is added unless present).
+    pub fn send(&mut self, line: &[u8]) {
+        let w = self.stdin.as_mut().unwrap();
+        w.write_all(line).unwrap();
+        if !line.ends_with(b"\n") {
+            w.write_all(b"\n").unwrap();
+        }
+        w.flush().unwrap();
+    }
+
+    /// The next line the relay wrote to stdout, with its newline.
+    pub fn recv(&mut self) -> Vec<u8> {
+        self.lines
+            .recv_timeout(PATIENCE)
+            .expect("the relay answered within the patience limit")
+    }
+
+    pub fn recv_str(&mut self) -> String {
+        String::from_utf8(self.recv()).unwrap()
+    }
+
+    pub fn recv_json(&mut self) -> serde_json::Value {
+        serde_json::from_slice(&self.recv()).unwrap()
+    }
+
+    /// initialize + initialized, as a client starts.
+    pub fn handshake(&mut self) {
+        self.send(INIT.as_bytes());
+        let r = self.recv_json();
+        assert_eq!(r["id"], 0, "{r}");
+        self.send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    }
+
+    /// Sends a ping with `id` and waits for its answer. Since the relay handles client lines in
+    /// order, everything sent before it has been forwarded or refused once the answer arrives.
+    /// Returns the lines that arrived before the ping's answer.
+    pub fn barrier(&mut self, id: u64) -> Vec<String> {
+        self.send(format!(r#"{{"jsonrpc":"2.0","id":"barrier-{id}","method":"ping"}}"#).as_bytes());
+        let mut before = Vec::new();
+        loop {
+            let l = self.recv_str();
+            if l.contains(&format!("\"barrier-{id}\"")) {
+                return before;
+            }
+            before.push(l);
+        }
+    }
+
+    /// Every line the server received so far, with newlines.
+    pub fn recorded(&self) -> Vec<Vec<u8>> {
+        let bytes = std::fs::read(&self.record).unwrap();
+        bytes
+            .split_inclusive(|&b| b == b'\n')
+            .map(<[u8]>::to_vec)
+            .collect()
+    }
+
+    /// Closes the relay's stdin and waits for it to exit; returns its stderr.
+    pub fn finish(mut self) -> String {
+        self.stdin = None;
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "relay exited with {status}");
+        self.stderr
+            .take()
+            .unwrap()
+            .recv_timeout(PATIENCE)
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn call(id: &str, tool: &str, args: &str) -> Vec<u8> {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{args}}}}}"#
+    )
+    .into_bytes()
+}
+
+pub fn is_refusal(v: &serde_json::Value) -> bool {
+    v["result"]["isError"] == true
+        && v["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Holdcall") && t.contains("retry"))
+}
+
+pub fn journal_rows(db: &Path) -> Vec<serde_json::Value> {
+    let out = Command::new(Env::bin())
+        .args(["log", "--json", "--limit", "100000"])
+        .env("HOLDCALL_HOME", db.parent().unwrap())
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}

@@ -1,0 +1,168 @@
+//! Every way of not getting a decision is a refusal, row by row, and no process other than
+//! this Holdcall build gets a decision or a journal entry out of the daemon.
+
+mod common;
+use common::*;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+fn socket_of(env: &Env) -> String {
+    let v: serde_json::Value = serde_json::from_str(&env.ok(&["status", "--json"])).unwrap();
+    v["socket"].as_str().unwrap().to_string()
+}
+
+fn assert_no_decision(a: &serde_json::Value) {
+    assert!(is_refusal(a), "{a}");
+    let text = a["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("could not get a decision"), "{text}");
+}
+
+#[test]
+fn with_no_daemon_the_server_starts_and_every_call_is_refused() {
+    let env = Env::new();
+    // A database path the daemon cannot open: it cannot start, so nobody can decide.
+    std::fs::create_dir(env.db()).unwrap();
+    let mut r = env.relay("demo");
+    r.handshake(); // the server runs: initialize is answered by it
+    r.send(&call("1", "echo", r#"{"text":"hi"}"#));
+    assert_no_decision(&r.recv_json());
+    r.barrier(1);
+    assert!(
+        !r.recorded()
+            .iter()
+            .any(|l| l.windows(10).any(|w| w == b"tools/call"))
+    );
+    let stderr = r.finish();
+    assert!(
+        stderr.contains("every tool call in this session will be refused"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_daemon_that_does_not_answer_in_time_refuses_the_call_and_every_later_one() {
+    let env = Env::new();
+    let mut r = env.relay("demo");
+    r.handshake();
+    r.send(&call("1", "echo", r#"{"text":"a"}"#));
+    assert!(!is_refusal(&r.recv_json()));
+    let pid = nix::unistd::Pid::from_raw(env.daemon_pid());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    r.send(&call("2", "echo", r#"{"text":"b"}"#));
+    assert_no_decision(&r.recv_json());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    // The daemon is back, but the link that failed once is not trusted again.
+    r.send(&call("3", "echo", r#"{"text":"c"}"#));
+    assert_no_decision(&r.recv_json());
+    r.barrier(1);
+    let rec = r.recorded();
+    assert!(
+        !rec.iter()
+            .any(|l| l.windows(3).any(|w| w == b"\"b\"" || w == b"\"c\""))
+    );
+    r.finish();
+}
+
+#[test]
+fn a_daemon_that_dies_mid_session_leaves_every_later_call_refused() {
+    let env = Env::new();
+    let mut r = env.relay("demo");
+    r.handshake();
+    let pid = nix::unistd::Pid::from_raw(env.daemon_pid());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+    r.send(&call("1", "echo", r#"{"text":"a"}"#));
+    assert_no_decision(&r.recv_json());
+    r.send(&call("2", "echo", r#"{"text":"b"}"#));
+    assert_no_decision(&r.recv_json());
+    r.finish();
+}
+
+#[test]
+fn a_journal_that_cannot_be_written_refuses_the_call() {
+    let env = Env::new();
+    let mut r = env.relay("demo");
+    r.handshake();
+    let db = rusqlite::Connection::open(env.db()).unwrap();
+    db.execute_batch(
+        "CREATE TRIGGER no_more BEFORE INSERT ON journal BEGIN SELECT RAISE(ABORT, 'disk says no'); END;",
+    )
+    .unwrap();
+    r.send(&call("1", "echo", r#"{"text":"unrecorded"}"#));
+    assert_no_decision(&r.recv_json());
+    r.barrier(1);
+    assert!(
+        !r.recorded()
+            .iter()
+            .any(|l| l.windows(10).any(|w| w == b"unrecorded"))
+    );
+    // A policy change that cannot be journaled is not made either.
+    let err = env.fails(&["policy", "deny", "echo"], 1);
+    assert!(err.contains("not made"), "{err}");
+    db.execute_batch("DROP TRIGGER no_more;").unwrap();
+    assert!(!env.ok(&["policy", "list"]).contains("echo"));
+    r.finish();
+    env.ok(&["verify"]);
+}
+
+#[test]
+fn an_impostor_on_the_socket_decides_nothing() {
+    let env = Env::new();
+    env.ok(&["status"]); // creates nothing, but tells us the socket path
+    let socket = socket_of(&env);
+    std::fs::create_dir_all(std::path::Path::new(&socket).parent().unwrap()).unwrap();
+    // A process that is not Holdcall listens where the daemon would, and allows everything.
+    let script = r#"
+import socket, sys, json
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(8)
+print("ready", flush=True)
+while True:
+    c, _ = s.accept()
+    f = c.makefile("rwb")
+    for line in f:
+        m = json.loads(line)
+        f.write((json.dumps({"kind":"decision","session_id":m.get("session_id"),"seq":m.get("seq"),"decision":"allow","reason":"","policy_id":None}) + "\n").encode()); f.flush()
+"#;
+    let mut imp = Command::new("python3")
+        .args(["-c", script, &socket])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    BufReader::new(imp.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    assert_eq!(ready.trim(), "ready");
+    let mut r = env.relay("demo");
+    r.handshake();
+    r.send(&call("1", "echo", r#"{"text":"a"}"#));
+    assert_no_decision(&r.recv_json());
+    let stderr = r.finish();
+    assert!(stderr.contains("not this Holdcall build"), "{stderr}");
+    let _ = imp.kill();
+    let _ = imp.wait();
+}
+
+#[test]
+fn a_process_that_is_not_holdcall_gets_no_decision_and_no_journal_write() {
+    let env = Env::new();
+    env.ok(&["daemon", "start"]);
+    let before = journal_rows(&env.db()).len();
+    let socket = socket_of(&env);
+    let script = r#"
+import socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.settimeout(10)
+s.sendall(b'{"kind":"session.start","session_id":"0123456789abcdef0123456789abcdef","connector":"x","client":null}\n')
+s.sendall(b'{"kind":"call.request","session_id":"0123456789abcdef0123456789abcdef","seq":1,"tool":"t","args_digest":"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855","arguments":null,"arguments_omitted":false}\n')
+try:
+    data = s.recv(4096)
+except ConnectionResetError:
+    data = b""
+print(repr(data))
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script, &socket])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "b''");
+    assert_eq!(journal_rows(&env.db()).len(), before);
+}

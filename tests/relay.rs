@@ -1,0 +1,304 @@
+//! The relay through the real binary, a real daemon and the recording demo server: what reaches
+//! the server, what the client sees, and that refusals are exact.
+
+mod common;
+use common::*;
+
+#[test]
+fn an_allowed_call_reaches_the_server_byte_for_byte() {
+    let env = Env::new();
+    let mut r = env.relay("demo");
+    r.handshake();
+    // Odd spacing, an escaped name and unicode: the server must get these exact bytes.
+    let line = "{ \"jsonrpc\" : \"2.0\", \"id\" : 7 , \"method\":\"tools/call\",\"params\":{\"name\":\"\\u0065cho\",\"arguments\":{\"text\":\"caf\u{e9} \\u00e9 1.50 \u{1f680}\"}} }\n";
+    r.send(line.as_bytes());
+    let answer = r.recv_json();
+    assert_eq!(answer["id"], 7);
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    let rec = r.recorded();
+    assert!(
+        rec.iter().any(|l| l == line.as_bytes()),
+        "server got {rec:?}"
+    );
+    r.finish();
+}
+
+#[test]
+fn a_denied_call_never_reaches_the_server_and_is_answered_as_a_tool_error() {
+    let env = Env::new();
+    env.ok(&["policy", "deny", "delete_file"]);
+    let mut r = env.relay("demo");
+    r.handshake();
+    r.send(&call("41", "delete_file", r#"{"path":"/etc/passwd"}"#));
+    let answer = r.recv_str();
+    assert_eq!(
+        answer,
+        "{\"jsonrpc\":\"2.0\",\"id\":41,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"Holdcall refused this call: a policy rule denies it. Do not retry automatically.\"}],\"isError\":true}}\n"
+    );
+    r.barrier(1);
+    assert!(
+        !r.recorded()
+            .iter()
+            .any(|l| l.windows(11).any(|w| w == b"delete_file")),
+        "the server saw the denied call"
+    );
+    r.finish();
+    let rows = journal_rows(&env.db());
+    let req = rows
+        .iter()
+        .find(|e| e["kind"] == "call.request")
+        .expect("the call is journaled");
+    assert_eq!(req["decision"], "deny");
+    assert_eq!(req["tool"], "delete_file");
+    assert_eq!(req["policy_id"], "rule-1");
+}
+
+#[test]
+fn everything_that_is_not_a_tool_call_is_relayed_byte_for_byte_both_ways() {
+    let env = Env::new();
+    let mut r = env.relay("demo");
+    let lines: Vec<&[u8]> = vec![
+        INIT.as_bytes(),
+        b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n",
+        b"   \n",
+        b"{\"jsonrpc\" :\"2.0\",\"id\":\"x y\",\"method\":\"tools/list\" }\n",
+        b"[{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"ping\"}]\n",
+        b"null\n",
+        b"{\"jsonrpc\":\"2.0\",\"id\":12345678901234567890123,\"method\":\"ping\",\"params\":{\"a\":1,\"a\":2}}\n",
+    ];
+    for l in &lines {
+        r.send(l);
+    }
+    let answers = r.barrier(1);
+    let rec = r.recorded();
+    for l in &lines {
+        let with_nl = if l.ends_with(b"\n") {
+            l.to_vec()
+        } else {
+            [*l, b"\n"].concat()
+        };
+        assert!(
+            rec.contains(&with_nl),
+            "missing {:?}",
+            String::from_utf8_lossy(l)
+        );
+    }
+    // The server's own bytes come back untouched: its answer to the big id keeps every digit.
+    let mut saw_big = false;
+    for l in answers {
+        if l.contains("12345678901234567890123") {
+            saw_big = true;
+            assert!(l.starts_with("{\"jsonrpc\":\"2.0\",\"id\":12345678901234567890123,"));
+        }
+    }
+    assert!(saw_big);
+    r.finish();
+}
+
+#[test]
+fn a_refused_call_keeps_an_id_beyond_two_to_the_53_and_string_and_null_ids() {
+    let env = Env::new();
+    env.ok(&["policy", "deny", "delete_file"]);
+    let mut r = env.relay("demo");
+    r.handshake();
+    for id in [
+        "123456789012345678901234567890",
+        "\"abc\\\"d\"",
+        "null",
+        "-0.5e3",
+    ] {
+        r.send(&call(id, "delete_file", "{}"));
+        let l = r.recv_str();
+        assert!(
+            l.starts_with(&format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":")),
+            "{l}"
+        );
+    }
+    r.finish();
+}
+
+#[test]
+fn a_refusal_carries_result_type_only_once_the_session_speaks_2026_07_28() {
+    let env = Env::new();
+    env.ok(&["policy", "deny", "delete_file"]);
+    let mut r = env.relay("demo");
+    r.send(&call("1", "delete_file", "{}"));
+    assert!(
+        !r.recv_str().contains("resultType"),
+        "no handshake yet: the older shape"
+    );
+    r.send(br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2026-07-28","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#);
+    r.recv();
+    r.send(&call("2", "delete_file", "{}"));
+    let l = r.recv_str();
+    assert!(
+        l.ends_with(",\"isError\":true,\"resultType\":\"complete\"}}\n"),
+        "{l}"
+    );
+    r.finish();
+}
+
+#[test]
+fn duplicate_keys_case_variants_and_batches_cannot_smuggle_a_call() {
+    let env = Env::new();
+    env.ok(&["policy", "deny", "delete_file"]);
+    let mut r = env.relay("demo");
+    r.handshake();
+    // A repeated method: which one would the server take? Neither: dropped, unanswered.
+    r.send(br#"{"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/call","params":{"name":"delete_file"}}"#);
+    // An escaped key is the same key.
+    r.send(br#"{"jsonrpc":"2.0","id":2,"method":"ping","met\u0068od":"tools/call","params":{"name":"delete_file"}}"#);
+    // A repeated name inside params: answered as unreadable.
+    r.send(br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","name":"delete_file"}}"#);
+    let a = r.recv_json();
+    assert_eq!(a["id"], 3);
+    assert!(is_refusal(&a), "{a}");
+    // A repeated key inside arguments: a policy could read one value and the server another.
+    r.send(br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","arguments":{"text":"a","text":"b"}}}"#);
+    let a = r.recv_json();
+    assert_eq!(a["id"], 4);
+    assert!(is_refusal(&a), "{a}");
+    // A batch carrying a call is refused whole; each element with an id gets an error.
+    r.send(br#"[{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"delete_file"}},{"jsonrpc":"2.0","method":"notifications/x"},{"jsonrpc":"2.0","id":null,"method":"ping"}]"#);
+    let a = r.recv_json();
+    let arr = a.as_array().expect("a batch answer");
+    assert_eq!(arr.len(), 2);
+    assert_eq!(arr[0]["id"], 5);
+    assert_eq!(arr[0]["error"]["code"], -32000);
+    assert!(arr[1]["id"].is_null());
+    // A case-variant key is another key: this is a ping to the server, not a call.
+    r.send(br#"{"jsonrpc":"2.0","id":6,"method":"ping","Method":"tools/call","params":{"name":"delete_file"}}"#);
+    let a = r.recv_json();
+    assert_eq!(a["id"], 6);
+    assert_eq!(a["result"], serde_json::json!({}));
+    r.barrier(1);
+    let rec = r.recorded();
+    for l in &rec {
+        let s = String::from_utf8_lossy(l);
+        assert!(
+            !s.contains("\"tools/call\"") || s.contains("\"Method\""),
+            "the server received a call: {s}"
+        );
+    }
+    r.finish();
+    let anomalies: Vec<String> = journal_rows(&env.db())
+        .iter()
+        .filter(|e| e["kind"] == "anomaly")
+        .map(|e| e["anomaly"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        anomalies.contains(&"duplicate_key".to_string()),
+        "{anomalies:?}"
+    );
+    assert!(anomalies.contains(&"batch".to_string()), "{anomalies:?}");
+}
+
+#[test]
+fn unreadable_frames_are_not_relayed_and_are_recorded() {
+    let env = Env::new();
+    let mut r = env.relay("demo");
+    r.handshake();
+    r.send(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}{"jsonrpc":"2.0","id":2,"method":"ping"}"#);
+    r.send(br#"{"jsonrpc":"2.0","id":3,"method":"ping","x":NaN}"#);
+    r.send(b"\xff\xfe{}\n");
+    r.send(br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":7}}"#);
+    let a = r.recv_json();
+    assert_eq!(a["id"], 4);
+    assert!(is_refusal(&a));
+    r.barrier(1);
+    let rec = r.recorded();
+    assert!(
+        !rec.iter()
+            .any(|l| l.windows(3).any(|w| w == b"NaN") || l.starts_with(b"\xff")),
+        "{rec:?}"
+    );
+    let stderr = r.finish();
+    assert!(stderr.contains("not relaying"), "{stderr}");
+    let anomalies: Vec<String> = journal_rows(&env.db())
+        .iter()
+        .filter(|e| e["kind"] == "anomaly")
+        .map(|e| e["anomaly"].as_str().unwrap().to_string())
+        .collect();
+    for a in ["framing", "malformed_json", "unreadable_call"] {
+        assert!(
+            anomalies.contains(&a.to_string()),
+            "{a} missing from {anomalies:?}"
+        );
+    }
+}
+
+#[test]
+fn stdout_carries_only_protocol_even_with_every_log_on() {
+    let env = Env::new();
+    env.ok(&["policy", "deny", "delete_file"]);
+    let record = env.dir.path().join("rec.log");
+    let bin = Env::bin();
+    let mut c = env.cmd(&[
+        "serve",
+        "--connector",
+        "demo",
+        "--",
+        bin.to_str().unwrap(),
+        "demo-server",
+        "--record",
+        record.to_str().unwrap(),
+    ]);
+    c.env("HOLDCALL_LOG", "trace")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    {
+        use std::io::Write;
+        let mut w = child.stdin.take().unwrap();
+        w.write_all(INIT.as_bytes()).unwrap();
+        w.write_all(b"\n").unwrap();
+        w.write_all(&call("1", "delete_file", "{}")).unwrap();
+        w.write_all(b"\n").unwrap();
+        w.write_all(&call("2", "echo", r#"{"text":"x"}"#)).unwrap();
+        w.write_all(b"\nnot json\n").unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{stdout}");
+    for l in lines {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        assert_eq!(v["jsonrpc"], "2.0");
+    }
+}
+
+#[test]
+fn the_server_dies_with_the_relay_even_when_the_relay_is_killed() {
+    let env = Env::new();
+    let mut r = env.relay("demo");
+    r.handshake();
+    r.child.kill().unwrap(); // SIGKILL: the relay cannot clean up.
+    r.child.wait().unwrap();
+    // The server holds the other end of the relay's stderr pipe; it reaches end-of-file only
+    // when the server has exited too.
+    let stderr = r.stderr.take().unwrap().recv_timeout(PATIENCE);
+    assert!(stderr.is_ok(), "the server outlived the relay");
+}
+
+#[test]
+fn a_large_response_and_a_refusal_never_splice() {
+    let env = Env::new();
+    env.ok(&["policy", "deny", "delete_file"]);
+    let mut r = env.relay("demo");
+    r.handshake();
+    r.send(&call("1", "big", r#"{"kib":512}"#));
+    r.send(&call("2", "delete_file", "{}"));
+    let mut got = vec![r.recv_json(), r.recv_json()];
+    got.sort_by_key(|v| v["id"].as_i64());
+    assert_eq!(
+        got[0]["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .len(),
+        512 * 1024
+    );
+    assert!(is_refusal(&got[1]));
+    r.finish();
+}
