@@ -528,10 +528,10 @@ async fn handle(state: &State, owned: &mut HashSet<String>, req: Request) -> Nex
                 return error(e.to_string());
             }
             for (kind, name) in [("agent", &agent), ("connector", &connector)] {
-                if let Some(n) = name {
-                    if let Err(e) = policy::validate_scope_name(kind, n) {
-                        return error(e.to_string());
-                    }
+                if let Some(n) = name
+                    && let Err(e) = policy::validate_scope_name(kind, n)
+                {
+                    return error(e.to_string());
                 }
             }
             let set = current_policy(state);
@@ -600,10 +600,10 @@ async fn session_start(
     if let Err(e) = policy::validate_scope_name("connector", &connector) {
         return violation(e.to_string());
     }
-    if let Some(c) = &client {
-        if c.len() > limits::CLIENT_LABEL_BYTES_MAX || c.chars().any(char::is_control) {
-            return violation("the client label is too long or has control characters");
-        }
+    if let Some(c) = &client
+        && (c.len() > limits::CLIENT_LABEL_BYTES_MAX || c.chars().any(char::is_control))
+    {
+        return violation("the client label is too long or has control characters");
     }
     let live = state
         .sessions

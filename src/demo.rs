@@ -60,6 +60,17 @@ impl Tour {
     }
 }
 
+fn first_text(answer: &Value) -> &str {
+    answer
+        .pointer("/result/content/0/text")
+        .and_then(Value::as_str)
+        .unwrap_or("?")
+}
+
+fn is_error(answer: &Value) -> bool {
+    answer.pointer("/result/isError") == Some(&Value::Bool(true))
+}
+
 /// Runs the tour. Exit code 0 when every step did what it should.
 pub fn run() -> Result<i32, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
@@ -140,23 +151,28 @@ fn tour_steps(t: &Tour) -> Result<(), String> {
     )?;
     exchange(json!({"jsonrpc":"2.0","method":"notifications/initialized"}))?;
     let list = exchange(json!({"jsonrpc":"2.0","id":2,"method":"tools/list"}))?;
-    let names: Vec<&str> = list["result"]["tools"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|t| t["name"].as_str()).collect())
+    let names: Vec<&str> = list
+        .pointer("/result/tools")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|t| t.get("name").and_then(Value::as_str))
+                .collect()
+        })
         .unwrap_or_default();
     println!("  tools/list            -> {}", names.join(", "));
     let echo = exchange(json!({"jsonrpc":"2.0","id":3,"method":"tools/call",
         "params":{"name":"echo","arguments":{"text":"hello through Holdcall"}}}))?;
-    let echo_text = echo["result"]["content"][0]["text"].as_str().unwrap_or("?");
-    let echo_ok = echo["result"]["isError"] != json!(true);
+    let echo_text = first_text(&echo);
+    let echo_ok = !is_error(&echo);
     println!(
         "  tools/call echo       -> {} {echo_text:?}",
         if echo_ok { "allowed:" } else { "REFUSED:" }
     );
     let del = exchange(json!({"jsonrpc":"2.0","id":4,"method":"tools/call",
         "params":{"name":"delete_file","arguments":{"path":"/home/you/notes.txt"}}}))?;
-    let del_text = del["result"]["content"][0]["text"].as_str().unwrap_or("?");
-    let del_refused = del["result"]["isError"] == json!(true);
+    let del_text = first_text(&del);
+    let del_refused = is_error(&del);
     println!(
         "  tools/call delete_file -> {} {del_text:?}",
         if del_refused {
@@ -214,7 +230,7 @@ pub fn serve_demo(record: Option<&Path>) -> std::io::Result<()> {
             .unwrap_or(Value::Null);
         let reply = match method {
             "initialize" => Ok(json!({
-                "protocolVersion": params["protocolVersion"].as_str().unwrap_or("2025-06-18"),
+                "protocolVersion": params.get("protocolVersion").and_then(Value::as_str).unwrap_or("2025-06-18"),
                 "capabilities": {"tools": {}},
                 "serverInfo": {"name": "holdcall-demo-server", "version": crate::VERSION}
             })),
@@ -250,24 +266,23 @@ fn text(t: String, is_error: bool) -> Value {
 }
 
 fn call_tool(params: &Value) -> Value {
-    let args = &params["arguments"];
-    match params["name"].as_str().unwrap_or("") {
-        "echo" => text(
-            format!("Echo: {}", args["text"].as_str().unwrap_or("")),
-            false,
-        ),
-        "add" => match (args["a"].as_i64(), args["b"].as_i64()) {
+    let args = params.get("arguments").unwrap_or(&Value::Null);
+    let s = |k: &str| args.get(k).and_then(Value::as_str);
+    let i = |k: &str| args.get(k).and_then(Value::as_i64);
+    match params.get("name").and_then(Value::as_str).unwrap_or("") {
+        "echo" => text(format!("Echo: {}", s("text").unwrap_or("")), false),
+        "add" => match (i("a"), i("b")) {
             (Some(a), Some(b)) => text(a.saturating_add(b).to_string(), false),
             _ => text("add needs integers a and b".into(), true),
         },
         "big" => {
-            let kib = args["kib"].as_u64().unwrap_or(1).min(64 * 1024);
+            let kib = i("kib").unwrap_or(1).clamp(0, 64 * 1024);
             text("x".repeat(usize::try_from(kib).unwrap_or(1) * 1024), false)
         }
         "delete_file" => text(
             format!(
                 "pretended to delete {} (the demo server deletes nothing)",
-                args["path"].as_str().unwrap_or("?")
+                s("path").unwrap_or("?")
             ),
             false,
         ),

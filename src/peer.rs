@@ -135,12 +135,12 @@ pub fn judge<F: AsFd>(sock: &F) -> Verdict {
             };
         }
     };
-    if let Some(fd) = &pidfd {
-        if pid_of_pidfd(fd) != Some(pid) {
-            return Verdict::Unknown {
-                reason: "the peer process exited while it was being checked".to_string(),
-            };
-        }
+    if let Some(fd) = &pidfd
+        && pid_of_pidfd(fd) != Some(pid)
+    {
+        return Verdict::Unknown {
+            reason: "the peer process exited while it was being checked".to_string(),
+        };
     }
     let ours = match self_image() {
         Ok(i) => i,

@@ -174,16 +174,15 @@ fn new_session_id() -> String {
 pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
     crate::policy::validate_scope_name("connector", &opts.connector)
         .map_err(|e| RelayError::BadArgument(e.to_string()))?;
-    if let Some(c) = &opts.client {
-        if c.is_empty()
+    if let Some(c) = &opts.client
+        && (c.is_empty()
             || c.len() > limits::CLIENT_LABEL_BYTES_MAX
-            || c.chars().any(char::is_control)
-        {
-            return Err(RelayError::BadArgument(format!(
-                "--client is a label of 1 to {} bytes without control characters",
-                limits::CLIENT_LABEL_BYTES_MAX
-            )));
-        }
+            || c.chars().any(char::is_control))
+    {
+        return Err(RelayError::BadArgument(format!(
+            "--client is a label of 1 to {} bytes without control characters",
+            limits::CLIENT_LABEL_BYTES_MAX
+        )));
     }
     let (program, args) = opts.command.split_first().ok_or(RelayError::NoCommand)?;
 
@@ -580,10 +579,10 @@ impl ClientPump {
         };
         match verdict {
             Verdict::Allow => {
-                if let Some(id) = id {
-                    if let Ok(mut m) = self.in_flight.lock() {
-                        m.insert(id, (seq, Instant::now()));
-                    }
+                if let Some(id) = id
+                    && let Ok(mut m) = self.in_flight.lock()
+                {
+                    m.insert(id, (seq, Instant::now()));
                 }
                 self.forward(line).await
             }

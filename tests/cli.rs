@@ -1,5 +1,13 @@
 //! The command line as a user meets it: the demo, versions, bad input and status.
 
+// Test code fails loudly: an unwrap or an index here is an assertion.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
 mod common;
 use common::*;
 

@@ -1,6 +1,14 @@
 //! The relay through the real binary, a real daemon and the recording demo server: what reaches
 //! the server, what the client sees, and that refusals are exact.
 
+// Test code fails loudly: an unwrap or an index here is an assertion.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
 mod common;
 use common::*;
 
@@ -290,7 +298,7 @@ fn a_large_response_and_a_refusal_never_splice() {
     r.handshake();
     r.send(&call("1", "big", r#"{"kib":512}"#));
     r.send(&call("2", "delete_file", "{}"));
-    let mut got = vec![r.recv_json(), r.recv_json()];
+    let mut got = [r.recv_json(), r.recv_json()];
     got.sort_by_key(|v| v["id"].as_i64());
     assert_eq!(
         got[0]["result"]["content"][0]["text"]

@@ -2,6 +2,13 @@
 //! helpers to drive a relay in front of the built-in demo server, which records every line it
 //! receives. Nothing here touches the real home, keyring or network.
 #![allow(dead_code)]
+// Test helpers fail loudly: an unwrap here is an assertion.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
