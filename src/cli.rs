@@ -79,6 +79,9 @@ pub enum Command {
         /// Append every line received to this file.
         #[arg(long)]
         record: Option<PathBuf>,
+        /// Ignore end of input and SIGTERM (to test how the relay stops a stubborn server).
+        #[arg(long)]
+        stubborn: bool,
     },
 }
 
@@ -247,14 +250,18 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
             // The relay runs on one thread: the thread that starts the server must outlive it,
             // because the server's parent-death signal follows that thread.
             let rt = current_thread()?;
-            Ok(rt.block_on(relay::serve(
+            let code = rt.block_on(relay::serve(
                 home,
                 ServeOptions {
                     connector,
                     client,
                     command,
                 },
-            ))?)
+            ));
+            // The runtime's stdin reader may still be blocked in read(2) on a client that keeps
+            // its end open; do not wait for it.
+            rt.shutdown_background();
+            Ok(code?)
         }
         Command::Daemon { action } => daemon_cmd(action),
         Command::Policy { action } => policy_cmd(action),
@@ -266,8 +273,8 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
             Ok(0)
         }
         Command::Demo => crate::demo::run().map_err(CliError::Demo),
-        Command::DemoServer { record } => {
-            crate::demo::serve_demo(record.as_deref())?;
+        Command::DemoServer { record, stubborn } => {
+            crate::demo::serve_demo(record.as_deref(), stubborn)?;
             Ok(0)
         }
     }
@@ -382,10 +389,12 @@ fn policy_list(json: bool) -> Result<i32, CliError> {
     for p in &policies {
         writeln!(
             out,
-            "{}  {}  specificity {}",
+            "{}  {}  {}  (specificity {}, since {})",
             p.id,
-            p.effect.as_str(),
-            p.specificity
+            p.effect,
+            p.scope.as_deref().unwrap_or("(imported)"),
+            p.specificity,
+            local_time(&p.created_at)
         )?;
         for line in p.text.lines() {
             writeln!(out, "    {line}")?;
@@ -459,15 +468,36 @@ pub fn write_explanation(out: &mut impl Write, e: &Explanation) -> std::io::Resu
             )?;
         }
     }
+    let ids = |v: &[String]| {
+        if v.is_empty() {
+            "no policy satisfied".to_string()
+        } else {
+            format!("satisfied: {}", v.join(", "))
+        }
+    };
     writeln!(
         out,
-        "  cedar: permit half {} {:?}; forbid half {} {:?}; errors {:?}",
-        e.cedar.permit_decision,
-        e.cedar.permit_reasons,
-        e.cedar.forbid_decision,
-        e.cedar.forbid_reasons,
-        e.cedar.errors
+        "  Cedar's own answers (permits and forbids are asked separately):"
     )?;
+    writeln!(
+        out,
+        "    permits: {} ({})",
+        e.cedar.permit_decision,
+        ids(&e.cedar.permit_reasons)
+    )?;
+    writeln!(
+        out,
+        "    forbids: {} ({})",
+        e.cedar.forbid_decision,
+        ids(&e.cedar.forbid_reasons)
+    )?;
+    if e.cedar.errors.is_empty() {
+        writeln!(out, "    errors: none")?;
+    } else {
+        for err in &e.cedar.errors {
+            writeln!(out, "    error: {err}")?;
+        }
+    }
     Ok(())
 }
 
@@ -806,7 +836,10 @@ fn status_cmd(json: bool) -> Result<i32, CliError> {
                 Err(e) => (format!("journal  UNREADABLE: {e}"), None, policies),
             }
         }
-        Err(_) => ("journal  (nothing recorded yet)".to_string(), None, 0),
+        Err(_) if !home.db_path().exists() => {
+            ("journal  (nothing recorded yet)".to_string(), None, 0)
+        }
+        Err(e) => (format!("journal  UNREADABLE: {e}"), None, 0),
     };
     if json {
         let v = serde_json::json!({
@@ -836,7 +869,9 @@ fn status_cmd(json: bool) -> Result<i32, CliError> {
         println!("head     {h}");
     }
     println!("policy   {policies} rule(s)");
-    Ok(if config.is_err() { 1 } else { 0 })
+    let unhealthy =
+        config.is_err() || journal_line.contains("UNREADABLE") || journal_line.contains("broken");
+    Ok(if unhealthy { 1 } else { 0 })
 }
 
 #[cfg(test)]

@@ -514,9 +514,9 @@ async fn handle(state: &State, owned: &mut HashSet<String>, req: Request) -> Nex
         Request::PolicySet { effect, scope } => policy_set(state, effect, scope).await,
         Request::PolicyRemove { scope } => policy_remove(state, scope).await,
         Request::PolicyList => {
-            let set = current_policy(state);
+            let rows = state.rows.lock().await;
             Next::Reply(Response::PolicyList {
-                policies: set.info().to_vec(),
+                policies: rows.iter().map(listed).collect(),
             })
         }
         Request::PolicyExplain {
@@ -564,6 +564,26 @@ async fn handle(state: &State, owned: &mut HashSet<String>, req: Request) -> Nex
             state.shutdown.notify_one();
             Next::Reply(Response::Ok)
         }
+    }
+}
+
+fn listed(r: &PolicyRow) -> wire::ListedPolicy {
+    wire::ListedPolicy {
+        id: r.id.clone(),
+        seq: r.seq,
+        source: r.source.clone(),
+        effect: r.effect.clone(),
+        specificity: r.specificity,
+        scope: (r.source == "cli").then(|| {
+            Scope {
+                tool: r.tool.clone(),
+                agent: r.agent.clone(),
+                connector: r.connector.clone(),
+            }
+            .describe()
+        }),
+        text: r.text.clone(),
+        created_at: r.created_at.clone(),
     }
 }
 

@@ -197,7 +197,14 @@ fn tour_steps(t: &Tour) -> Result<(), String> {
 
 /// The demo MCP server: three tools, newline-delimited JSON-RPC on stdin/stdout. With
 /// `record`, every line received is appended to that file first, byte for byte.
-pub fn serve_demo(record: Option<&Path>) -> std::io::Result<()> {
+/// With `stubborn`, it ignores SIGTERM and stays after its input ends, so only SIGKILL stops it.
+pub fn serve_demo(record: Option<&Path>, stubborn: bool) -> std::io::Result<()> {
+    if stubborn {
+        let mut term = nix::sys::signal::SigSet::empty();
+        term.add(nix::sys::signal::Signal::SIGTERM);
+        nix::sys::signal::sigprocmask(nix::sys::signal::SigmaskHow::SIG_BLOCK, Some(&term), None)
+            .map_err(std::io::Error::from)?;
+    }
     let mut rec = match record {
         Some(p) => Some(
             std::fs::OpenOptions::new()
@@ -214,6 +221,9 @@ pub fn serve_demo(record: Option<&Path>) -> std::io::Result<()> {
     loop {
         line.clear();
         if input.read_until(b'\n', &mut line)? == 0 {
+            while stubborn {
+                std::thread::park();
+            }
             return Ok(());
         }
         if let Some(f) = rec.as_mut() {
@@ -245,6 +255,10 @@ pub fn serve_demo(record: Option<&Path>) -> std::io::Result<()> {
                 {"name": "delete_file", "description": "Pretends to delete a file (deletes nothing).",
                  "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}}}
             ]})),
+            "tools/call" if params.get("name").and_then(Value::as_str) == Some("quit") => {
+                // Dies mid-call, without an answer: how a crashing server looks to the relay.
+                return Ok(());
+            }
             "tools/call" => Ok(call_tool(&params)),
             _ => Err(json!({"code": -32601, "message": format!("method not found: {method}")})),
         };

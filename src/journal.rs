@@ -148,7 +148,7 @@ pub enum JournalError {
 
     #[error("cannot open the journal {path}: {source}")]
     #[diagnostic(help(
-        "check that {} is a Holdcall journal (an SQLite file) and that you can read it; run `holdcall doctor`",
+        "check that {} is a Holdcall journal (an SQLite file) and that you can read it; if it is damaged, move it aside and Holdcall starts a new journal",
         path.display()
     ))]
     Open {
@@ -193,7 +193,7 @@ pub enum JournalError {
     },
 
     #[error("could not read the journal {path}: {source}")]
-    #[diagnostic(help("if this persists, run `holdcall verify` and `holdcall doctor` on {}", path.display()))]
+    #[diagnostic(help("if this persists, run `holdcall verify` and read the daemon's log; the database is {}", path.display()))]
     Read {
         path: PathBuf,
         source: rusqlite::Error,

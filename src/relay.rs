@@ -424,6 +424,22 @@ async fn pump_server(
     }
 }
 
+/// What the daemon's answer to call `seq` of `session` means, and whether the link can still be
+/// trusted to pair questions with answers. Only a decision naming this session and this call
+/// counts; anything else is no decision, and an answer for another call poisons the link.
+fn verdict_of(answer: Result<Response, WireError>, session: &str, seq: i64) -> (Verdict, bool) {
+    match answer {
+        Ok(Response::Decision {
+            session_id,
+            seq: s,
+            decision,
+            ..
+        }) if session_id == session && s == seq => (decision, true),
+        Ok(_) => (Verdict::Undecided, false),
+        Err(_) => (Verdict::Undecided, false),
+    }
+}
+
 /// The client→server direction: classify, ask, forward or refuse.
 struct ClientPump {
     child_in: Option<ChildStdin>,
@@ -562,21 +578,10 @@ impl ClientPump {
                 arguments_omitted,
             })
             .await;
-        let verdict = match answer {
-            Ok(Response::Decision {
-                session_id,
-                seq: s,
-                decision,
-                ..
-            }) if session_id == self.session_id && s == seq => decision,
-            Ok(_) => {
-                // An answer for another session or call is no answer: the link can no longer
-                // be trusted to pair questions with answers.
-                self.link.dead.store(true, Ordering::SeqCst);
-                Verdict::Undecided
-            }
-            Err(_) => Verdict::Undecided,
-        };
+        let (verdict, trusted) = verdict_of(answer, &self.session_id, seq);
+        if !trusted {
+            self.link.dead.store(true, Ordering::SeqCst);
+        }
         match verdict {
             Verdict::Allow => {
                 if let Some(id) = id
@@ -598,5 +603,88 @@ impl ClientPump {
                 true
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decision(session: &str, seq: i64, decision: Verdict) -> Result<Response, WireError> {
+        Ok(Response::Decision {
+            session_id: session.into(),
+            seq,
+            decision,
+            policy_id: None,
+            reason: String::new(),
+        })
+    }
+
+    #[test]
+    fn only_an_allow_for_this_session_and_call_allows() {
+        assert_eq!(
+            verdict_of(decision("s", 3, Verdict::Allow), "s", 3),
+            (Verdict::Allow, true)
+        );
+    }
+
+    #[test]
+    fn an_answer_for_another_call_is_no_decision_and_poisons_the_link() {
+        assert_eq!(
+            verdict_of(decision("s", 2, Verdict::Allow), "s", 3),
+            (Verdict::Undecided, false)
+        );
+    }
+
+    #[test]
+    fn an_answer_for_another_session_is_no_decision_and_poisons_the_link() {
+        assert_eq!(
+            verdict_of(decision("t", 3, Verdict::Allow), "s", 3),
+            (Verdict::Undecided, false)
+        );
+    }
+
+    #[test]
+    fn an_answer_of_another_kind_is_no_decision() {
+        assert_eq!(
+            verdict_of(Ok(Response::Ok), "s", 3),
+            (Verdict::Undecided, false)
+        );
+        assert_eq!(
+            verdict_of(
+                Ok(Response::Error {
+                    message: "x".into()
+                }),
+                "s",
+                3
+            ),
+            (Verdict::Undecided, false)
+        );
+    }
+
+    #[test]
+    fn a_failed_exchange_is_no_decision() {
+        assert_eq!(
+            verdict_of(Err(WireError::Closed), "s", 3),
+            (Verdict::Undecided, false)
+        );
+        assert_eq!(
+            verdict_of(Err(WireError::Protocol("bad".into())), "s", 3),
+            (Verdict::Undecided, false)
+        );
+    }
+
+    #[test]
+    fn an_undecided_answer_is_a_refusal_but_keeps_the_link() {
+        assert_eq!(
+            verdict_of(decision("s", 3, Verdict::Undecided), "s", 3),
+            (Verdict::Undecided, true)
+        );
+    }
+
+    #[test]
+    fn an_unknown_decision_word_does_not_parse_as_an_answer() {
+        let line = r#"{"kind":"decision","session_id":"s","seq":3,"decision":"maybe","policy_id":null,"reason":""}"#;
+        assert!(serde_json::from_str::<Response>(line).is_err());
     }
 }

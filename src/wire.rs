@@ -16,7 +16,7 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use crate::config::Home;
 use crate::limits;
 use crate::peer;
-use crate::policy::{Effect, Explanation, PolicyInfo, Scope};
+use crate::policy::{Effect, Explanation, Scope};
 
 /// Something a relay or a CLI command asks of the daemon. Every request gets exactly one
 /// response, in order.
@@ -120,7 +120,7 @@ pub enum Response {
         chain_seq: Option<i64>,
     },
     #[serde(rename = "policy.list")]
-    PolicyList { policies: Vec<PolicyInfo> },
+    PolicyList { policies: Vec<ListedPolicy> },
     #[serde(rename = "policy.explain")]
     Explain { explanation: Box<Explanation> },
     #[serde(rename = "daemon.status")]
@@ -133,6 +133,21 @@ pub enum Response {
         entries: Option<i64>,
         durability: String,
     },
+}
+
+/// One policy in force, as `holdcall policy list` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ListedPolicy {
+    pub id: String,
+    pub seq: i64,
+    /// `cli` for rules made on the command line.
+    pub source: String,
+    pub effect: String,
+    pub specificity: i64,
+    /// The scope of a rule made on the command line, in words.
+    pub scope: Option<String>,
+    pub text: String,
+    pub created_at: String,
 }
 
 /// Errors talking to the daemon. Each one means: no decision.
@@ -326,48 +341,72 @@ pub async fn connect_or_start(home: &Home) -> Result<Conn, WireError> {
         Err(WireError::NoDaemon { .. }) => {}
         other => return other,
     }
-    start_daemon(home)?;
+    let mut child = start_daemon(home)?;
     let deadline = Instant::now() + limits::DAEMON_START_TIMEOUT;
-    loop {
+    let result = loop {
         match connect(home).await {
-            Err(WireError::NoDaemon { socket, log }) => {
-                if Instant::now() >= deadline {
-                    return Err(WireError::Start(format!(
-                        "it did not start listening on {socket} within {:?}; see {log}",
-                        limits::DAEMON_START_TIMEOUT
+            Err(WireError::NoDaemon { socket, .. }) => {
+                if let Ok(Some(status)) = child.try_wait() {
+                    // Another daemon may have won the race for the lock; if not, say why ours
+                    // stopped, in its own words.
+                    if let Ok(c) = connect(home).await {
+                        break Ok(c);
+                    }
+                    break Err(WireError::Start(format!(
+                        "it exited at once ({status}): {}",
+                        last_log_line(&home.daemon_log_path())
                     )));
                 }
-                // Polling a socket that does not exist yet: there is nothing to wait on.
+                if Instant::now() >= deadline {
+                    break Err(WireError::Start(format!(
+                        "it did not start listening on {socket} within {:?}; see {}",
+                        limits::DAEMON_START_TIMEOUT,
+                        home.daemon_log_path().display()
+                    )));
+                }
+                // Polling for a socket that does not exist yet: there is nothing to wait on.
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            other => return other,
+            other => break other,
         }
-    }
+    };
+    // Reap the daemon when it eventually exits, so it never lingers as a zombie of a
+    // long-lived relay.
+    std::thread::spawn(move || {
+        let _ = child.wait();
+    });
+    result
 }
 
-/// Starts `holdcall daemon run` for `home` in its own session, logging to `daemon.log`.
-pub fn start_daemon(home: &Home) -> Result<(), WireError> {
+/// The daemon's last error in its log (`holdcall: …`, as `main` renders errors).
+fn last_log_line(path: &Path) -> String {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .rev()
+                .find_map(|l| l.strip_prefix("holdcall: ").map(str::to_string))
+        })
+        .unwrap_or_else(|| format!("see {}", path.display()))
+}
+
+/// Starts `holdcall daemon run` for `home` in the background, logging to `daemon.log`. The
+/// daemon makes itself a session leader, out of reach of the terminal's signals.
+pub fn start_daemon(home: &Home) -> Result<std::process::Child, WireError> {
     home.prepare()?;
     let exe = std::env::current_exe().map_err(|e| WireError::Start(e.to_string()))?;
     let log = open_log(&home.daemon_log_path()).map_err(|e| WireError::Start(e.to_string()))?;
     let log2 = log
         .try_clone()
         .map_err(|e| WireError::Start(e.to_string()))?;
-    let mut cmd = std::process::Command::new(exe);
-    cmd.args(["daemon", "run"])
+    std::process::Command::new(exe)
+        .args(["daemon", "run"])
         .env("HOLDCALL_HOME", home.dir())
         .stdin(std::process::Stdio::null())
         .stdout(log)
-        .stderr(log2);
-    // A new process group keeps the daemon out of the terminal's and the relay's signals; the
-    // daemon makes itself a session leader when it starts.
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    let mut child = cmd.spawn().map_err(|e| WireError::Start(e.to_string()))?;
-    // Reap it in the background so it never lingers as a zombie of a long-lived relay.
-    std::thread::spawn(move || {
-        let _ = child.wait();
-    });
-    Ok(())
+        .stderr(log2)
+        .spawn()
+        .map_err(|e| WireError::Start(e.to_string()))
 }
 
 fn open_log(path: &Path) -> std::io::Result<std::fs::File> {

@@ -174,3 +174,43 @@ print(repr(data))
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "b''");
     assert_eq!(journal_rows(&env.db()).len(), before);
 }
+
+#[test]
+fn an_unreadable_database_is_refused_with_its_name_and_no_call_runs() {
+    let env = Env::new();
+    std::fs::write(
+        env.db(),
+        b"this is not a database, it is a text file of some length",
+    )
+    .unwrap();
+    let err = env.fails(&["log"], 1);
+    assert!(err.contains("holdcall.db"), "{err}");
+    let mut r = env.relay("demo");
+    r.handshake();
+    r.send(&call("1", "echo", r#"{"text":"a"}"#));
+    assert_no_decision(&r.recv_json());
+    let stderr = r.finish();
+    assert!(stderr.contains("holdcall"), "{stderr}");
+}
+
+#[test]
+fn a_stale_socket_left_by_a_killed_daemon_is_reclaimed() {
+    let env = Env::new();
+    env.ok(&["daemon", "start"]);
+    let pid = nix::unistd::Pid::from_raw(env.daemon_pid());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+    assert!(std::path::Path::new(&socket_of(&env)).exists());
+    env.ok(&["policy", "deny", "x"]); // starts a new daemon over the stale socket
+    assert_ne!(env.daemon_pid(), pid.as_raw());
+}
+
+#[test]
+fn a_second_daemon_for_the_same_home_does_not_start() {
+    let env = Env::new();
+    env.ok(&["daemon", "start"]);
+    let pid = env.daemon_pid();
+    let out = env.run(&["daemon", "run"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already running"));
+    assert_eq!(env.daemon_pid(), pid);
+}

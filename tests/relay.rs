@@ -310,3 +310,66 @@ fn a_large_response_and_a_refusal_never_splice() {
     assert!(is_refusal(&got[1]));
     r.finish();
 }
+
+#[test]
+fn a_server_that_ignores_its_input_closing_and_sigterm_is_killed() {
+    let env = Env::new();
+    let mut r = env.relay_with("demo", &["--stubborn"]);
+    r.handshake();
+    r.stdin = None; // the client goes away
+    assert!(r.child.wait().unwrap().success());
+    // The server held the relay's stderr open; end-of-file means it is gone too.
+    let stderr = r.stderr.take().unwrap().recv_timeout(PATIENCE);
+    assert!(stderr.is_ok(), "the stubborn server outlived the relay");
+}
+
+#[test]
+fn a_server_that_dies_mid_call_ends_the_relay() {
+    let env = Env::new();
+    let mut r = env.relay("demo");
+    r.handshake();
+    r.send(&call("9", "quit", "{}"));
+    // The client still holds the relay's input open; the relay leaves because the server did.
+    assert!(r.child.wait().unwrap().success());
+    let rows = journal_rows(&env.db());
+    assert!(rows.iter().any(|e| e["kind"] == "session.end"), "{rows:?}");
+}
+
+#[test]
+fn a_frame_at_the_cap_is_relayed_and_one_byte_over_is_dropped_whole() {
+    let env = Env::new();
+    let mut r = env.relay("demo");
+    r.handshake();
+    let cap = holdcall::limits::FRAME_BYTES_MAX;
+    let frame_of = |len: usize| {
+        let head = br#"{"jsonrpc":"2.0","id":"big","method":"ping","params":{"pad":""#;
+        let tail = b"\"}}\n";
+        let mut v = head.to_vec();
+        v.resize(len - tail.len(), b'x');
+        v.extend_from_slice(tail);
+        assert_eq!(v.len(), len);
+        v
+    };
+    r.send(&frame_of(cap + 1));
+    r.send(&frame_of(cap));
+    let a = r.recv_json();
+    assert_eq!(a["id"], "big", "only the frame at the cap is answered");
+    r.barrier(1);
+    let rec = r.recorded();
+    assert_eq!(rec.iter().filter(|l| l.len() >= cap).count(), 1);
+    assert!(rec.iter().all(|l| l.len() <= cap));
+    let stderr = r.finish();
+    assert!(stderr.contains("not relaying a line of"), "{stderr}");
+}
+
+#[test]
+fn a_server_line_over_the_cap_never_reaches_the_client() {
+    let env = Env::new();
+    let mut r = env.relay("demo");
+    r.handshake();
+    r.send(&call("1", "big", r#"{"kib":65536}"#)); // 64 MiB of text plus its envelope
+    let before = r.barrier(1);
+    assert!(before.is_empty(), "part of an oversized line came through");
+    let stderr = r.finish();
+    assert!(stderr.contains("from the server"), "{stderr}");
+}

@@ -104,25 +104,32 @@ impl Env {
 
     /// Starts a relay in front of the demo server; `record` receives every line the server gets.
     pub fn relay(&self, connector: &str) -> Relay {
+        self.relay_with(connector, &[])
+    }
+
+    /// A relay whose demo server gets `server_args` too (e.g. `--stubborn`).
+    pub fn relay_with(&self, connector: &str, server_args: &[&str]) -> Relay {
         let record = self
             .dir
             .path()
             .join(format!("record-{connector}-{}.log", rand_suffix()));
         std::fs::write(&record, b"").unwrap();
         let bin = Env::bin();
+        let mut args = vec![
+            "serve",
+            "--connector",
+            connector,
+            "--client",
+            "test",
+            "--",
+            bin.to_str().unwrap(),
+            "demo-server",
+            "--record",
+            record.to_str().unwrap(),
+        ];
+        args.extend_from_slice(server_args);
         let mut child = self
-            .cmd(&[
-                "serve",
-                "--connector",
-                connector,
-                "--client",
-                "test",
-                "--",
-                bin.to_str().unwrap(),
-                "demo-server",
-                "--record",
-                record.to_str().unwrap(),
-            ])
+            .cmd(&args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
