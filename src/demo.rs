@@ -221,8 +221,11 @@ pub fn serve_demo(record: Option<&Path>, stubborn: bool) -> std::io::Result<()> 
     loop {
         line.clear();
         if input.read_until(b'\n', &mut line)? == 0 {
-            while stubborn {
-                std::thread::park();
+            if stubborn {
+                // Parked for good: only SIGKILL ends it (park may wake spuriously, so loop).
+                loop {
+                    std::thread::park();
+                }
             }
             return Ok(());
         }
