@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex, RwLock};
 
-use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{Notify, oneshot};
 
@@ -21,7 +21,7 @@ use crate::journal::{self, Durability, Entry, Fields, Journal, Kind, NewPolicy, 
 use crate::limits;
 use crate::peer;
 use crate::policy::{self, CallRequest, Effect, PolicySet, Scope, StoredPolicy};
-use crate::wire::{self, LineRead, Request, Response, Verdict};
+use crate::wire::{self, Request, Response, Verdict};
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum DaemonError {
@@ -267,6 +267,12 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
         path: socket.display().to_string(),
         source,
     })?;
+    // Every accepted connection inherits credential passing, so every byte a client sends
+    // names the process that wrote it (see `peer::CheckedReader`).
+    peer::pass_credentials(&listener).map_err(|source| DaemonError::Listen {
+        path: socket.display().to_string(),
+        source,
+    })?;
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600)).map_err(
@@ -347,23 +353,23 @@ enum Next {
 
 async fn serve_conn(state: Arc<State>, stream: UnixStream, conn: u64) {
     let verdict = peer::judge(&stream);
-    if !verdict.is_same() {
+    let peer::Verdict::Same { pid } = verdict else {
         // Nothing is read from, or written to, a peer that is not this build running as us.
         tracing::warn!("refused a connection: {}", verdict.describe("the peer"));
         return;
-    }
+    };
     let (r, mut w) = stream.into_split();
-    let mut r = BufReader::new(r);
+    let mut r = peer::CheckedReader::new(r, pid);
     let mut session_role: Option<bool> = None;
     let mut owned: HashSet<String> = HashSet::new();
     loop {
-        let line = match wire::read_line_capped(&mut r, limits::SOCKET_LINE_BYTES_MAX).await {
-            Ok(LineRead::Line(l)) => l,
-            Ok(LineRead::TooLong(n)) => {
-                tracing::warn!("connection {conn} sent a line of {n} bytes; closing it");
+        let line = match r.read_line(limits::SOCKET_LINE_BYTES_MAX).await {
+            Ok(Some(l)) => l,
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!("closing connection {conn} (pid {pid}): {e}");
                 break;
             }
-            Ok(LineRead::Eof) | Err(_) => break,
         };
         let next = match serde_json::from_slice::<Request>(&line) {
             Err(e) => Next::ReplyAndClose(Response::Error {
@@ -625,11 +631,30 @@ async fn session_start(
     {
         return violation("the client label is too long or has control characters");
     }
-    let live = state
-        .sessions
-        .lock()
-        .map(|s| s.contains_key(&session_id))
-        .unwrap_or(true);
+    // Reserve the id before any await, so two connections starting the same id at once cannot
+    // both pass the check.
+    let reserved = match state.sessions.lock() {
+        Ok(mut s) if !s.contains_key(&session_id) => {
+            s.insert(
+                session_id.clone(),
+                Session {
+                    connector: connector.clone(),
+                    agent: None,
+                    last_seq: 0,
+                },
+            );
+            true
+        }
+        _ => false,
+    };
+    if !reserved {
+        return violation("that session id is in use; a session starts once");
+    }
+    let unreserve = |state: &State| {
+        if let Ok(mut s) = state.sessions.lock() {
+            s.remove(&session_id);
+        }
+    };
     let recorded = match state
         .writer
         .ask(|r| Op::SessionStarted(session_id.clone(), r))
@@ -638,7 +663,8 @@ async fn session_start(
         Ok(Ok(b)) => b,
         _ => true,
     };
-    if live || recorded {
+    if recorded {
+        unreserve(state);
         return violation("that session id was used before; a session starts once");
     }
     // Who is calling is the kernel's word, never the relay's: agent derivation from the
@@ -650,25 +676,16 @@ async fn session_start(
             Kind::SessionStart,
             Fields {
                 session_id: Some(session_id.clone()),
-                connector: Some(connector.clone()),
+                connector: Some(connector),
                 client,
-                agent: agent.clone(),
+                agent,
                 ..Fields::default()
             },
         )
         .await;
     if let Err(e) = entry {
+        unreserve(state);
         return error(format!("the session could not be recorded: {e}"));
-    }
-    if let Ok(mut s) = state.sessions.lock() {
-        s.insert(
-            session_id.clone(),
-            Session {
-                connector,
-                agent,
-                last_seq: 0,
-            },
-        );
     }
     owned.insert(session_id);
     Next::Reply(Response::Ok)

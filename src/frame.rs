@@ -37,6 +37,10 @@ pub const DENIED_UNREADABLE: &str = "Holdcall refused this call: its tool name c
 pub const DENIED_ASK_UNAVAILABLE: &str = "Holdcall refused this call: a policy rule says a \
      person must approve it, and approval is not available yet. Do not retry automatically.";
 
+/// A call whose id is already used by a call in flight.
+pub const DENIED_DUPLICATE_ID: &str = "Holdcall refused this call: another call with the same id \
+     is still running, and their answers could not be told apart. Do not retry automatically.";
+
 /// Error message for every request in a batch that carries a `tools/call`.
 pub const DENIED_BATCH: &str = "Holdcall refused this batch: it carries a tools/call, and \
      Holdcall decides calls only one at a time. Send each call on its own.";
@@ -65,6 +69,9 @@ pub enum Anomaly {
     Batch,
     Oversized,
     DuplicateId,
+    /// A key another parser could read as a different key: a case variant of an envelope or
+    /// call key (`METHOD`, `Name`), or a key or method with a control character in it.
+    Ambiguous,
 }
 
 impl Anomaly {
@@ -78,6 +85,7 @@ impl Anomaly {
             Anomaly::Batch => "batch",
             Anomaly::Oversized => "oversized",
             Anomaly::DuplicateId => "duplicate_id",
+            Anomaly::Ambiguous => "ambiguous",
         }
     }
 
@@ -93,6 +101,9 @@ impl Anomaly {
             Anomaly::Batch => "a batch with an element that is not an object with unique keys",
             Anomaly::Oversized => "a line longer than the frame limit",
             Anomaly::DuplicateId => "a request whose id is already in flight",
+            Anomaly::Ambiguous => {
+                "a message with a key that a case-insensitive or C-string parser would read as another (METHOD for method, a NUL in a key)"
+            }
         }
     }
 }
@@ -147,6 +158,11 @@ pub enum ClientFrame<'a> {
 /// A batch element that is not an object, or that repeats a key, makes the whole batch
 /// `Unreadable(Anomaly::Batch)`: the relay cannot tell which of its requests it would forward.
 pub fn classify_client_line(line: &[u8]) -> ClientFrame<'_> {
+    if has_inner_carriage_return(line) {
+        // JSON calls a bare CR whitespace, but Python's universal newlines and Node's readline
+        // end a line there: a server could read this one line as several messages.
+        return ClientFrame::Unreadable(Anomaly::Framing);
+    }
     let value = match one_value(line) {
         Ok(Some(value)) => value,
         Ok(None) => return ClientFrame::Blank,
@@ -377,6 +393,43 @@ fn string_array(raw: &[u8]) -> Option<Vec<String>> {
 // ---------------------------------------------------------------------------------------------
 // Classification
 
+/// A CR anywhere but in the line's own `\r\n` ending.
+fn has_inner_carriage_return(line: &[u8]) -> bool {
+    let body = line.strip_suffix(b"\n").unwrap_or(line);
+    let body = body.strip_suffix(b"\r").unwrap_or(body);
+    body.contains(&b'\r')
+}
+
+/// The keys Holdcall reads at the top of a message, and inside a call's params.
+const ENVELOPE_KEYS: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
+const CALL_KEYS: [&str; 4] = ["name", "arguments", "_meta", "task"];
+
+/// A key as a case-insensitive reader sees it. Go's encoding/json matches keys with Unicode
+/// case folding (so `ſ` is `s` and the Kelvin sign is `k`); upper- then lower-casing covers
+/// that and more, and folding too much only ever refuses more.
+fn fold(key: &[u8]) -> Vec<u8> {
+    match std::str::from_utf8(key) {
+        Ok(k) => k.to_uppercase().to_lowercase().into_bytes(),
+        Err(_) => key.to_ascii_lowercase(),
+    }
+}
+
+/// A key that some parser would read as one of `known` while Holdcall does not, or one with a
+/// control character (a C-string reader stops at a NUL).
+fn ambiguous_key(key: &[u8], known: &[&str]) -> bool {
+    if key.iter().any(|b| b.is_ascii_control()) {
+        return true;
+    }
+    let folded = fold(key);
+    known
+        .iter()
+        .any(|k| k.as_bytes() != key && folded == k.as_bytes())
+}
+
+fn any_ambiguous(members: &[Member<'_>], known: &[&str]) -> bool {
+    members.iter().any(|m| ambiguous_key(&m.key, known))
+}
+
 fn classify_object(object: &[u8]) -> ClientFrame<'_> {
     let Some(members) = members(object) else {
         return ClientFrame::Unreadable(Anomaly::MalformedJson);
@@ -385,7 +438,17 @@ fn classify_object(object: &[u8]) -> ClientFrame<'_> {
         // Which id or method the server would act on depends on its parser: trust neither.
         return ClientFrame::Unreadable(Anomaly::DuplicateKey);
     }
+    if any_ambiguous(&members, &ENVELOPE_KEYS) {
+        return ClientFrame::Unreadable(Anomaly::Ambiguous);
+    }
     let message = envelope(&members);
+    if message
+        .method
+        .as_deref()
+        .is_some_and(|m| m.chars().any(char::is_control))
+    {
+        return ClientFrame::Unreadable(Anomaly::Ambiguous);
+    }
     if message.method.as_deref() != Some(TOOLS_CALL) {
         return ClientFrame::Forward(message);
     }
@@ -407,6 +470,9 @@ fn read_call<'a>(id: Option<&'a [u8]>, params: Option<&'a [u8]>) -> ClientFrame<
     let Some(members) = members(params) else {
         return unreadable(Anomaly::UnreadableCall);
     };
+    if any_ambiguous(&members, &CALL_KEYS) {
+        return unreadable(Anomaly::Ambiguous);
+    }
     let Some(name) = member(&members, "name").and_then(decode_json_string) else {
         return unreadable(Anomaly::UnreadableCall);
     };
@@ -427,6 +493,9 @@ fn classify_batch(array: &[u8]) -> ClientFrame<'_> {
         let Some(members) = unique_members(element) else {
             return ClientFrame::Unreadable(Anomaly::Batch);
         };
+        if any_ambiguous(&members, &ENVELOPE_KEYS) {
+            return ClientFrame::Unreadable(Anomaly::Batch);
+        }
         if let Some(id) = member(&members, "id") {
             ids.push(id);
         }
@@ -493,9 +562,10 @@ fn unique_members(raw: &[u8]) -> Option<Vec<Member<'_>>> {
     members(raw).filter(|members| keys_are_unique(members))
 }
 
+/// No two keys are the same, even to a case-insensitive reader.
 fn keys_are_unique(members: &[Member<'_>]) -> bool {
     let mut seen = HashSet::with_capacity(members.len());
-    members.iter().all(|m| seen.insert(m.key.as_ref()))
+    members.iter().all(|m| seen.insert(fold(&m.key)))
 }
 
 /// The top-level members of `object`, which must be exactly one JSON object.
@@ -670,7 +740,7 @@ fn scan_key(
     if let Some(seen) = seen {
         let raw = bytes.get(start..end).ok_or(ScanError::Malformed)?;
         let key = decode_wtf8(raw).ok_or(ScanError::Malformed)?;
-        if !seen.insert(key.into_owned()) {
+        if !seen.insert(fold(&key)) {
             return Err(ScanError::DuplicateKey);
         }
     }
@@ -1039,14 +1109,86 @@ mod tests {
     }
 
     #[test]
-    fn a_capitalised_method_key_is_a_different_key() {
+    fn a_case_variant_key_is_a_repeat_because_some_servers_fold_case() {
+        // Go's encoding/json matches keys case-insensitively and keeps the last: with both
+        // spellings present it would run the call Holdcall read as a ping.
         let line = br#"{"id":1,"method":"ping","Method":"tools/call","params":{"name":"x"}}"#;
         assert_eq!(
-            forwarded(classify_client_line(line)).method.as_deref(),
-            Some("ping")
+            classify_client_line(line),
+            ClientFrame::Unreadable(Anomaly::DuplicateKey)
         );
         let line = br#"{"id":1,"Method":"ping","method":"tools/call","params":{"name":"x"}}"#;
-        assert_eq!(call(&classify_client_line(line)).name, "x");
+        assert_eq!(
+            classify_client_line(line),
+            ClientFrame::Unreadable(Anomaly::DuplicateKey)
+        );
+    }
+
+    #[test]
+    fn a_case_variant_envelope_key_alone_is_ambiguous() {
+        let long_s =
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"param\u{17f}\":{\"name\":\"a\"}}";
+        for line in [
+            br#"{"jsonrpc":"2.0","id":1,"METHOD":"tools/call","params":{"name":"x"}}"#.as_slice(),
+            br#"{"jsonrpc":"2.0","id":1,"method":"ping","Params":{"name":"x"}}"#.as_slice(),
+            // U+017F LATIN SMALL LETTER LONG S folds to s.
+            long_s.as_bytes(),
+        ] {
+            assert_eq!(
+                classify_client_line(line),
+                ClientFrame::Unreadable(Anomaly::Ambiguous),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
+    }
+
+    #[test]
+    fn a_case_variant_call_key_makes_the_call_unreadable() {
+        let line =
+            br#"{"id":3,"method":"tools/call","params":{"name":"echo","Name":"delete_file"}}"#;
+        assert_eq!(
+            unreadable_call(line),
+            (Some(b"3".as_slice()), Anomaly::DuplicateKey)
+        );
+        let line = br#"{"id":3,"method":"tools/call","params":{"name":"echo","ARGUMENTS":{}}}"#;
+        assert_eq!(
+            unreadable_call(line),
+            (Some(b"3".as_slice()), Anomaly::Ambiguous)
+        );
+        let line = "{\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"a\",\"\u{212a}\":1,\"k\":2}}";
+        assert_eq!(
+            unreadable_call(line.as_bytes()),
+            (Some(b"3".as_slice()), Anomaly::DuplicateKey)
+        );
+    }
+
+    #[test]
+    fn a_control_character_in_the_method_or_a_key_is_ambiguous() {
+        // A C-string reader stops at the NUL and sees tools/call.
+        let line = br#"{"id":1,"method":"tools/call\u0000","params":{"name":"x"}}"#;
+        assert_eq!(
+            classify_client_line(line),
+            ClientFrame::Unreadable(Anomaly::Ambiguous)
+        );
+        let line = br#"{"id":1,"method\u0000x":"tools/call","params":{"name":"x"}}"#;
+        assert!(matches!(
+            classify_client_line(line),
+            ClientFrame::Unreadable(_)
+        ));
+    }
+
+    #[test]
+    fn a_carriage_return_inside_a_line_is_a_framing_anomaly() {
+        // Python's universal newlines and Node's readline would read three lines here, the
+        // middle one a tools/call.
+        let line = b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\",\"params\":\r{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}\r}\n";
+        assert_eq!(
+            classify_client_line(line),
+            ClientFrame::Unreadable(Anomaly::Framing)
+        );
+        let ok = b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\r\n";
+        assert!(matches!(classify_client_line(ok), ClientFrame::Forward(_)));
     }
 
     #[test]
@@ -1100,10 +1242,15 @@ mod tests {
 
     #[test]
     fn an_absent_name_makes_the_call_unreadable() {
-        let line = br#"{"id":4,"method":"tools/call","params":{"Name":"echo","arguments":{}}}"#;
+        let line = br#"{"id":4,"method":"tools/call","params":{"tool":"echo","arguments":{}}}"#;
         assert_eq!(
             unreadable_call(line),
             (Some(b"4".as_slice()), Anomaly::UnreadableCall)
+        );
+        let line = br#"{"id":4,"method":"tools/call","params":{"Name":"echo","arguments":{}}}"#;
+        assert_eq!(
+            unreadable_call(line),
+            (Some(b"4".as_slice()), Anomaly::Ambiguous)
         );
     }
 

@@ -175,6 +175,143 @@ fn same_launch_path(their_exe: &std::path::Path) -> bool {
     theirs == ours
 }
 
+/// Asks the kernel to attach the sender's credentials to every message on `sock` (and, on a
+/// listener, on every connection it accepts). Both ends set it before sending a byte, so every
+/// byte either end receives carries the pid of the process that wrote it.
+pub fn pass_credentials<F: AsFd>(sock: &F) -> std::io::Result<()> {
+    nix::sys::socket::setsockopt(sock, sockopt::PassCred, &true).map_err(std::io::Error::from)
+}
+
+/// Reads lines from a verified peer, checking that every byte was written by the process that
+/// was verified. A socket can be shared: a process that connects (or listens) and then runs
+/// Holdcall in its place passes the check at accept, but the kernel still names whoever writes
+/// each message. Bytes from any other process close the connection.
+pub struct CheckedReader {
+    stream: tokio::net::unix::OwnedReadHalf,
+    buf: Vec<u8>,
+    pid: i32,
+}
+
+/// Bytes asked for per read.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+impl CheckedReader {
+    pub fn new(stream: tokio::net::unix::OwnedReadHalf, pid: i32) -> CheckedReader {
+        CheckedReader {
+            stream,
+            buf: Vec::new(),
+            pid,
+        }
+    }
+
+    /// One line of at most `max` bytes (newline included). A longer line, or bytes from
+    /// another process, is an error: the caller closes the connection.
+    pub async fn read_line(&mut self, max: usize) -> std::io::Result<Option<Vec<u8>>> {
+        loop {
+            if let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
+                if i >= max {
+                    return Err(too_long(max));
+                }
+                let rest = self.buf.split_off(i + 1);
+                return Ok(Some(std::mem::replace(&mut self.buf, rest)));
+            }
+            if self.buf.len() >= max {
+                return Err(too_long(max));
+            }
+            let mut chunk = vec![0u8; READ_CHUNK_BYTES];
+            let (n, sender) = self.recv(&mut chunk).await?;
+            if n == 0 {
+                return Ok(None);
+            }
+            if sender != Some(self.pid) {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    format!(
+                        "bytes on this connection came from pid {} instead of the verified pid {}",
+                        sender
+                            .map(|p| p.to_string())
+                            .unwrap_or_else(|| "unknown".into()),
+                        self.pid
+                    ),
+                ));
+            }
+            self.buf
+                .extend_from_slice(chunk.get(..n).unwrap_or_default());
+        }
+    }
+
+    /// One `recvmsg`: the bytes, and the pid the kernel says wrote them. The kernel never
+    /// returns bytes from two writers in one call while credentials are being passed.
+    async fn recv(&self, chunk: &mut [u8]) -> std::io::Result<(usize, Option<i32>)> {
+        use std::os::fd::AsRawFd;
+        let sock: &tokio::net::UnixStream = self.stream.as_ref();
+        loop {
+            sock.readable().await?;
+            let fd = sock.as_raw_fd();
+            let result = sock.try_io(tokio::io::Interest::READABLE, || {
+                let mut iov = [std::io::IoSliceMut::new(chunk)];
+                let mut space = nix::cmsg_space!(nix::sys::socket::UnixCredentials);
+                let msg = nix::sys::socket::recvmsg::<()>(
+                    fd,
+                    &mut iov,
+                    Some(&mut space),
+                    nix::sys::socket::MsgFlags::MSG_CMSG_CLOEXEC,
+                )
+                .map_err(std::io::Error::from)?;
+                let mut pid = None;
+                for c in msg.cmsgs().map_err(std::io::Error::from)? {
+                    if let nix::sys::socket::ControlMessageOwned::ScmCredentials(cred) = c {
+                        pid = Some(cred.pid());
+                    }
+                }
+                Ok((msg.bytes, pid))
+            });
+            match result {
+                Ok(r) => return Ok(r),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+fn too_long(max: usize) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!("a line over {max} bytes"),
+    )
+}
+
+/// Connects to a Unix socket with credential passing on before the connection exists, so the
+/// first byte sent already names its writer.
+pub fn connect_passing_credentials(
+    path: &std::path::Path,
+) -> std::io::Result<tokio::net::UnixStream> {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, UnixAddr, connect, socket};
+    let fd = socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+        None,
+    )
+    .map_err(std::io::Error::from)?;
+    pass_credentials(&fd)?;
+    let addr = UnixAddr::new(path).map_err(std::io::Error::from)?;
+    use std::os::fd::AsRawFd;
+    match connect(fd.as_raw_fd(), &addr) {
+        Ok(()) => {}
+        // A Unix stream connect completes at once unless the backlog is full.
+        Err(nix::errno::Errno::EAGAIN) | Err(nix::errno::Errno::EINPROGRESS) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                "the daemon's accept queue is full",
+            ));
+        }
+        Err(e) => return Err(e.into()),
+    }
+    tokio::net::UnixStream::from_std(std::os::unix::net::UnixStream::from(fd))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,6 +327,53 @@ mod tests {
     #[test]
     fn the_image_of_self_is_readable_and_stable() {
         assert_eq!(self_image().unwrap(), self_image().unwrap());
+    }
+
+    #[tokio::test]
+    async fn bytes_written_by_another_process_on_a_verified_socket_are_refused() {
+        // One end of a pair stays here; a child process inherits the other and writes on it,
+        // as a process that connected and then handed its socket on would.
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        pass_credentials(&ours).unwrap();
+        pass_credentials(&theirs).unwrap();
+        nix::fcntl::fcntl(
+            &theirs,
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+        )
+        .unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&theirs);
+        let status = std::process::Command::new("python3")
+            .args(["-c", &format!("import os; os.write({fd}, b'hello\\n')")])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        ours.set_nonblocking(true).unwrap();
+        let (r, _w) = tokio::net::UnixStream::from_std(ours).unwrap().into_split();
+        let mut reader = CheckedReader::new(r, std::process::id() as i32);
+        let err = reader.read_line(1024).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied, "{err}");
+    }
+
+    #[tokio::test]
+    async fn bytes_written_by_the_verified_process_are_read() {
+        use std::io::Write;
+        let (ours, mut theirs) = UnixStream::pair().unwrap();
+        pass_credentials(&ours).unwrap();
+        pass_credentials(&theirs).unwrap();
+        theirs.write_all(b"one\ntwo\n").unwrap();
+        drop(theirs);
+        ours.set_nonblocking(true).unwrap();
+        let (r, _w) = tokio::net::UnixStream::from_std(ours).unwrap().into_split();
+        let mut reader = CheckedReader::new(r, std::process::id() as i32);
+        assert_eq!(
+            reader.read_line(1024).await.unwrap(),
+            Some(b"one\n".to_vec())
+        );
+        assert_eq!(
+            reader.read_line(1024).await.unwrap(),
+            Some(b"two\n".to_vec())
+        );
+        assert_eq!(reader.read_line(1024).await.unwrap(), None);
     }
 
     #[test]

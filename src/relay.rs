@@ -68,25 +68,39 @@ const STDOUT_QUEUE: usize = 64;
 
 type Reply = oneshot::Sender<Result<Response, WireError>>;
 
-/// The relay's side of the daemon connection: one task owns it and answers jobs in order. Once
-/// an exchange fails it is dead for the rest of the session, and every later call is refused at
-/// once instead of waiting again.
+/// The relay's side of the daemon connection: one task owns it and answers jobs one at a time.
+/// Call decisions have their own queue and go first, so reports (outcomes, anomalies) queued by
+/// a chatty session never delay a decision toward its timeout. Once an exchange fails the link
+/// is dead for the rest of the session, and every later call is refused at once instead of
+/// waiting again.
 #[derive(Clone)]
 struct Link {
-    tx: mpsc::Sender<(Request, Option<Reply>)>,
+    decisions: mpsc::Sender<(Request, Reply)>,
+    /// Reports, and the session's start and end, in the order they happened.
+    in_order: mpsc::Sender<(Request, Option<Reply>)>,
     dead: Arc<AtomicBool>,
     lost: Arc<AtomicU64>,
 }
 
+/// Most decisions that can wait for the daemon at once (the relay asks one at a time).
+const DECISION_QUEUE: usize = 16;
+
 impl Link {
     fn start(conn: Option<wire::Conn>) -> Link {
-        let (tx, mut rx) = mpsc::channel::<(Request, Option<Reply>)>(LINK_QUEUE);
+        let (decisions, mut decision_rx) = mpsc::channel::<(Request, Reply)>(DECISION_QUEUE);
+        let (in_order, mut order_rx) = mpsc::channel::<(Request, Option<Reply>)>(LINK_QUEUE);
         let dead = Arc::new(AtomicBool::new(conn.is_none()));
         let lost = Arc::new(AtomicU64::new(0));
         let (d, l) = (Arc::clone(&dead), Arc::clone(&lost));
         tokio::spawn(async move {
             let mut conn = conn;
-            while let Some((req, reply)) = rx.recv().await {
+            loop {
+                let (req, reply) = tokio::select! {
+                    biased;
+                    Some((req, reply)) = decision_rx.recv() => (req, Some(reply)),
+                    Some((req, reply)) = order_rx.recv() => (req, reply),
+                    else => break,
+                };
                 let result = match conn.as_mut() {
                     Some(c) if !d.load(Ordering::SeqCst) => {
                         c.call(&req, limits::DECISION_TIMEOUT).await
@@ -109,33 +123,58 @@ impl Link {
                 }
             }
         });
-        Link { tx, dead, lost }
+        Link {
+            decisions,
+            in_order,
+            dead,
+            lost,
+        }
     }
 
     /// Sends a one-way report; a full queue or a dead link loses it (counted, said at exit).
     fn report(&self, req: Request) {
-        if self.dead.load(Ordering::SeqCst) || self.tx.try_send((req, None)).is_err() {
+        if self.dead.load(Ordering::SeqCst) || self.in_order.try_send((req, None)).is_err() {
             self.lost.fetch_add(1, Ordering::SeqCst);
         }
     }
 
-    /// Asks and waits at most `limits::DECISION_TIMEOUT`, queueing included.
-    async fn ask(&self, req: Request) -> Result<Response, WireError> {
+    /// Asks for a call's decision and waits at most `limits::DECISION_TIMEOUT`, queueing
+    /// included.
+    async fn decide(&self, req: Request) -> Result<Response, WireError> {
         if self.dead.load(Ordering::SeqCst) {
             return Err(WireError::Closed);
         }
         let (tx, rx) = oneshot::channel();
-        if self.tx.try_send((req, Some(tx))).is_err() {
+        if self.decisions.try_send((req, tx)).is_err() {
             self.dead.store(true, Ordering::SeqCst);
             return Err(WireError::Closed);
         }
+        self.wait(rx).await
+    }
+
+    /// Asks after every report queued before it (the session's start and end).
+    async fn ask_in_order(&self, req: Request) -> Result<Response, WireError> {
+        if self.dead.load(Ordering::SeqCst) {
+            return Err(WireError::Closed);
+        }
+        let (tx, rx) = oneshot::channel();
+        if self.in_order.send((req, Some(tx))).await.is_err() {
+            return Err(WireError::Closed);
+        }
+        self.wait(rx).await
+    }
+
+    async fn wait(
+        &self,
+        rx: oneshot::Receiver<Result<Response, WireError>>,
+    ) -> Result<Response, WireError> {
         match tokio::time::timeout(limits::DECISION_TIMEOUT, rx).await {
             Ok(Ok(r)) => r,
             Ok(Err(_)) => Err(WireError::Closed),
             Err(_) => {
                 if !self.dead.swap(true, Ordering::SeqCst) {
                     eprintln!(
-                        "holdcall: the daemon did not decide within {:?}; every later tool call in this session will be refused",
+                        "holdcall: the daemon did not answer within {:?}; every later tool call in this session will be refused",
                         limits::DECISION_TIMEOUT
                     );
                 }
@@ -200,7 +239,7 @@ pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
     let link = Link::start(conn);
     if !link.dead.load(Ordering::SeqCst) {
         let started = link
-            .ask(Request::SessionStart {
+            .ask_in_order(Request::SessionStart {
                 session_id: session_id.clone(),
                 connector: opts.connector.clone(),
                 client: opts.client.clone(),
@@ -310,7 +349,7 @@ pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
         .unwrap_or_default();
     if !link.dead.load(Ordering::SeqCst) {
         let _ = link
-            .ask(Request::SessionEnd {
+            .ask_in_order(Request::SessionEnd {
                 session_id,
                 protocol_version: Some(version),
             })
@@ -422,6 +461,18 @@ async fn pump_server(
             Ok(LineRead::Eof) | Err(_) => return,
         }
     }
+}
+
+/// The length of `s` once written as a JSON string.
+fn escaped_len(s: &str) -> usize {
+    s.chars()
+        .map(|c| match c {
+            '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+            c if c.is_control() => 6,
+            c => c.len_utf8(),
+        })
+        .sum::<usize>()
+        + 2
 }
 
 /// What the daemon's answer to call `seq` of `session` means, and whether the link can still be
@@ -548,28 +599,33 @@ impl ClientPump {
             }
             return true;
         }
-        self.seq += 1;
-        let seq = self.seq;
         if let Some(id) = &id {
             let duplicate = self
                 .in_flight
                 .lock()
                 .map(|m| m.contains_key(id))
-                .unwrap_or(false);
+                .unwrap_or(true);
             if duplicate {
+                // Two calls with one id cannot be told apart in the answers, nor in the journal.
                 self.anomaly(Anomaly::DuplicateId);
+                self.refuse(id, frame::DENIED_DUPLICATE_ID).await;
+                return true;
             }
         }
+        self.seq += 1;
+        let seq = self.seq;
         let digest = frame::args_digest(arguments.as_deref());
         let text = arguments.map(|a| String::from_utf8_lossy(&a).into_owned());
+        // The limit applies to the arguments as they travel, escaped inside a JSON string
+        // (quotes and backslashes double), so a large call never overflows the socket line.
         let (arguments, arguments_omitted) = match text {
-            Some(t) if t.len() <= limits::ARGUMENTS_BYTES_MAX => (Some(t), false),
+            Some(t) if escaped_len(&t) <= limits::ARGUMENTS_BYTES_MAX => (Some(t), false),
             Some(_) => (None, true),
             None => (None, false),
         };
         let answer = self
             .link
-            .ask(Request::CallRequest {
+            .decide(Request::CallRequest {
                 session_id: self.session_id.clone(),
                 seq,
                 tool: name,

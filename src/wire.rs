@@ -9,9 +9,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::UnixStream;
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt};
+use tokio::net::unix::OwnedWriteHalf;
 
 use crate::config::Home;
 use crate::limits;
@@ -255,7 +254,7 @@ pub async fn read_line_capped<R: AsyncBufRead + Unpin>(
 
 /// A verified connection to the daemon.
 pub struct Conn {
-    reader: BufReader<OwnedReadHalf>,
+    reader: peer::CheckedReader,
     writer: OwnedWriteHalf,
 }
 
@@ -278,37 +277,11 @@ impl Conn {
             )));
         }
         self.writer.write_all(&line).await?;
-        match read_line_capped(&mut self.reader, limits::SOCKET_LINE_BYTES_MAX).await? {
-            LineRead::Eof => Err(WireError::Closed),
-            LineRead::TooLong(n) => Err(WireError::Protocol(format!("an answer of {n} bytes"))),
-            LineRead::Line(l) => {
-                serde_json::from_slice(&l).map_err(|e| WireError::Protocol(e.to_string()))
-            }
+        match self.reader.read_line(limits::SOCKET_LINE_BYTES_MAX).await? {
+            None => Err(WireError::Closed),
+            Some(l) => serde_json::from_slice(&l).map_err(|e| WireError::Protocol(e.to_string())),
         }
     }
-}
-
-/// Connects to the daemon of `home` if one is listening, and verifies it before sending a byte.
-pub async fn connect(home: &Home) -> Result<Conn, WireError> {
-    let socket = home.socket_path();
-    let stream = UnixStream::connect(&socket)
-        .await
-        .map_err(|_| WireError::NoDaemon {
-            socket: socket.display().to_string(),
-            log: home.daemon_log_path().display().to_string(),
-        })?;
-    let verdict = peer::judge(&stream);
-    if !verdict.is_same() {
-        return Err(WireError::NotVerified {
-            socket: socket.display().to_string(),
-            why: verdict.describe("the process listening there"),
-        });
-    }
-    let (r, w) = stream.into_split();
-    Ok(Conn {
-        reader: BufReader::new(r),
-        writer: w,
-    })
 }
 
 /// What is listening on a home's socket, found without starting anything and without sending
@@ -321,18 +294,34 @@ pub enum Probe {
 
 /// Looks at the socket of `home` without starting a daemon.
 pub async fn probe(home: &Home) -> Probe {
-    let Ok(stream) = UnixStream::connect(home.socket_path()).await else {
+    let Ok(stream) = peer::connect_passing_credentials(&home.socket_path()) else {
         return Probe::NotRunning;
     };
     let verdict = peer::judge(&stream);
-    if !verdict.is_same() {
+    let peer::Verdict::Same { pid } = verdict else {
         return Probe::Other(verdict);
-    }
+    };
     let (r, w) = stream.into_split();
     Probe::Ours(Conn {
-        reader: BufReader::new(r),
+        reader: peer::CheckedReader::new(r, pid),
         writer: w,
     })
+}
+
+/// Connects to the daemon of `home` if one is listening, and verifies it before sending a byte.
+pub async fn connect(home: &Home) -> Result<Conn, WireError> {
+    let socket = home.socket_path();
+    match probe(home).await {
+        Probe::Ours(conn) => Ok(conn),
+        Probe::NotRunning => Err(WireError::NoDaemon {
+            socket: socket.display().to_string(),
+            log: home.daemon_log_path().display().to_string(),
+        }),
+        Probe::Other(verdict) => Err(WireError::NotVerified {
+            socket: socket.display().to_string(),
+            why: verdict.describe("the process listening there"),
+        }),
+    }
 }
 
 /// Connects to the daemon, starting one (detached) if none is listening.
@@ -421,6 +410,7 @@ fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::BufReader;
 
     async fn read(input: &[u8], max: usize) -> Vec<LineRead> {
         let mut r = BufReader::with_capacity(4, input);

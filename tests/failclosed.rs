@@ -214,3 +214,65 @@ fn a_second_daemon_for_the_same_home_does_not_start() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("already running"));
     assert_eq!(env.daemon_pid(), pid);
 }
+
+#[test]
+fn a_process_that_listens_and_then_becomes_holdcall_still_decides_nothing() {
+    // The kernel names the process that called listen() as the peer; that process then runs
+    // Holdcall, so its image passes the check. But every answer comes from a forked child, and
+    // the relay checks who wrote each byte.
+    let env = Env::new();
+    let socket = socket_of(&env);
+    std::fs::create_dir_all(std::path::Path::new(&socket).parent().unwrap()).unwrap();
+    let script = r#"
+import os, socket, sys, json, time
+path, holdcall = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX); s.bind(path); s.listen(8)
+r, w = os.pipe()
+if os.fork() > 0:
+    os.dup2(r, 0)
+    os.execv(holdcall, [holdcall, "demo-server"])
+parent = os.getppid()
+while os.path.realpath(f"/proc/{parent}/exe") != os.path.realpath(holdcall):
+    time.sleep(0.01)
+print(parent, flush=True)
+while True:
+    c, _ = s.accept()
+    f = c.makefile("rwb")
+    for line in f:
+        m = json.loads(line)
+        if m.get("kind") == "call.request":
+            a = {"kind":"decision","session_id":m["session_id"],"seq":m["seq"],"decision":"allow","policy_id":None,"reason":""}
+        else:
+            a = {"kind":"ok"}
+        f.write((json.dumps(a) + "\n").encode()); f.flush()
+"#;
+    let bin = Env::bin();
+    let mut imp = Command::new("python3")
+        .args(["-c", script, &socket, bin.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut parent = String::new();
+    BufReader::new(imp.stdout.take().unwrap())
+        .read_line(&mut parent)
+        .unwrap();
+    let parent: i32 = parent.trim().parse().unwrap();
+    let mut r = env.relay("demo");
+    r.handshake();
+    r.send(&call("1", "echo", r#"{"text":"a"}"#));
+    assert_no_decision(&r.recv_json());
+    r.barrier(1);
+    assert!(
+        !r.recorded()
+            .iter()
+            .any(|l| l.windows(10).any(|w| w == b"tools/call"))
+    );
+    let stderr = r.finish();
+    assert!(stderr.contains("instead of the verified pid"), "{stderr}");
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(parent),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    let _ = imp.kill();
+    let _ = imp.wait();
+}
