@@ -41,7 +41,8 @@ pub const DENIED_ASK_UNAVAILABLE: &str = "Holdcall refused this call: a policy r
 pub const DENIED_BATCH: &str = "Holdcall refused this batch: it carries a tools/call, and \
      Holdcall decides calls only one at a time. Send each call on its own.";
 
-/// The only method Holdcall decides on; compared with the decoded method, case-sensitively.
+/// The only method Holdcall decides on; compared with the decoded method value, case-sensitively
+/// (keys fold, values do not: see [`fold_key`]).
 const TOOLS_CALL: &str = "tools/call";
 
 /// Where a `server/discover` request carries the version it proposes (inside `params._meta`).
@@ -117,6 +118,9 @@ pub struct ToolCall<'a> {
     pub name: String,
     /// `params.arguments` exactly as written, whatever its JSON type.
     pub arguments: Option<&'a [u8]>,
+    /// The revision the request names in `params._meta` (every 2026-07-28 request does): its
+    /// refusal takes that shape even when no handshake was seen.
+    pub protocol_version: Option<String>,
 }
 
 /// What one client→server line is, and so what the relay does with it.
@@ -414,6 +418,7 @@ fn read_call<'a>(id: Option<&'a [u8]>, params: Option<&'a [u8]>) -> ClientFrame<
         id,
         name,
         arguments: member(&members, "arguments"),
+        protocol_version: request_protocol_version(params),
     })
 }
 
@@ -476,10 +481,13 @@ fn envelope<'a>(members: &[Member<'a>]) -> Message<'a> {
     }
 }
 
+/// The value of `key`, matched as a case-insensitive reader would (see [`fold_key`]). Callers
+/// pass members whose folded keys are unique, so at most one matches.
 fn member<'a>(members: &[Member<'a>], key: &str) -> Option<&'a [u8]> {
+    let key = fold_key(key.as_bytes());
     members
         .iter()
-        .find(|m| m.key.as_ref() == key.as_bytes())
+        .find(|m| fold_key(&m.key) == key)
         .map(|m| m.value)
 }
 
@@ -495,7 +503,38 @@ fn unique_members(raw: &[u8]) -> Option<Vec<Member<'_>>> {
 
 fn keys_are_unique(members: &[Member<'_>]) -> bool {
     let mut seen = HashSet::with_capacity(members.len());
-    members.iter().all(|m| seen.insert(m.key.as_ref()))
+    members.iter().all(|m| seen.insert(fold_key(&m.key)))
+}
+
+/// A decoded key as a reader that matches keys case-insensitively sees it. Go's encoding/json
+/// (Unicode simple folding, so `ſ` is s and the Kelvin sign is k) and .NET's Web defaults
+/// (upper-casing, so `ı` is I) do, and keep the last of two matches: for them `"Method"` next to
+/// `"method"` is the same key twice, and `"NAME"` alone is the name. Keys are compared after
+/// folding: upper case, then lower case, without the combining dot that lower-casing `İ`
+/// leaves. Folding too much only makes more lines ambiguous, never fewer; bytes that are not
+/// UTF-8 (an escaped lone surrogate) are kept as they are.
+fn fold_key(key: &[u8]) -> Cow<'_, [u8]> {
+    if key.is_ascii() {
+        return if key.iter().any(u8::is_ascii_uppercase) {
+            Cow::Owned(key.to_ascii_lowercase())
+        } else {
+            Cow::Borrowed(key)
+        };
+    }
+    let mut out = Vec::with_capacity(key.len());
+    for chunk in key.utf8_chunks() {
+        for ch in chunk
+            .valid()
+            .chars()
+            .flat_map(char::to_uppercase)
+            .flat_map(char::to_lowercase)
+            .filter(|&ch| ch != '\u{307}')
+        {
+            out.extend_from_slice(ch.encode_utf8(&mut [0; 4]).as_bytes());
+        }
+        out.extend_from_slice(chunk.invalid());
+    }
+    Cow::Owned(out)
 }
 
 /// The top-level members of `object`, which must be exactly one JSON object.
@@ -660,7 +699,7 @@ fn scan_value(bytes: &[u8], start: usize, keys: Keys) -> Result<usize, ScanError
 }
 
 /// Scans `"key"` and the `:` after it, returning the offset just past the colon. With `seen`,
-/// a key whose decoded value was already seen in this object is an error.
+/// a key whose decoded, folded value was already seen in this object is an error.
 fn scan_key(
     bytes: &[u8],
     start: usize,
@@ -670,7 +709,7 @@ fn scan_key(
     if let Some(seen) = seen {
         let raw = bytes.get(start..end).ok_or(ScanError::Malformed)?;
         let key = decode_wtf8(raw).ok_or(ScanError::Malformed)?;
-        if !seen.insert(key.into_owned()) {
+        if !seen.insert(fold_key(&key).into_owned()) {
             return Err(ScanError::DuplicateKey);
         }
     }
@@ -1039,14 +1078,82 @@ mod tests {
     }
 
     #[test]
-    fn a_capitalised_method_key_is_a_different_key() {
-        let line = br#"{"id":1,"method":"ping","Method":"tools/call","params":{"name":"x"}}"#;
+    fn a_case_variant_key_repeats_its_plain_spelling() {
+        // Go's encoding/json and .NET's Web defaults read both as `method`; the last one wins.
+        for line in [
+            &br#"{"id":1,"method":"ping","Method":"tools/call","params":{"name":"x"}}"#[..],
+            br#"{"id":1,"METHOD":"ping","method":"tools/call","params":{"name":"x"}}"#,
+            br#"{"id":1,"ID":2,"method":"ping"}"#,
+        ] {
+            assert_eq!(
+                classify_client_line(line),
+                ClientFrame::Unreadable(Anomaly::DuplicateKey)
+            );
+        }
+        let line = br#"{"id":1,"method":"tools/call","params":{"name":"a","Name":"b"}}"#;
+        assert_eq!(
+            unreadable_call(line),
+            (Some(b"1".as_slice()), Anomaly::DuplicateKey)
+        );
+        let line = br#"{"id":1,"method":"tools/call","params":{"name":"a","arguments":{"x":{"Key":1,"kEY":2}}}}"#;
+        assert_eq!(
+            unreadable_call(line),
+            (Some(b"1".as_slice()), Anomaly::DuplicateKey)
+        );
+    }
+
+    #[test]
+    fn a_case_variant_key_alone_is_read_as_its_plain_spelling() {
+        let line = br#"{"ID":7,"Method":"tools/call","PARAMS":{"Name":"rm","Arguments":{"a":1}}}"#;
+        let frame = classify_client_line(line);
+        let call = call(&frame);
+        assert_eq!(call.id, Some(b"7".as_slice()));
+        assert_eq!(call.name, "rm");
+        assert_eq!(call.arguments, Some(br#"{"a":1}"#.as_slice()));
+    }
+
+    #[test]
+    fn keys_fold_the_non_ascii_letters_that_readers_fold_to_ascii() {
+        // Long s and the Kelvin sign (Go's folding), dotless i (.NET's upper-casing), dotted
+        // capital I (Java's lower-casing).
+        for (plain, key) in [
+            ("params", r"param\u017f"),
+            ("k", r"\u212a"),
+            ("id", r"\u0131d"),
+            ("id", r"\u0130d"),
+            ("id", "\u{130}d"),
+        ] {
+            let line = format!(r#"{{"{plain}":1,"{key}":2}}"#);
+            assert_eq!(
+                classify_client_line(line.as_bytes()),
+                ClientFrame::Unreadable(Anomaly::DuplicateKey),
+                "{line}"
+            );
+        }
+        let line = "{\"id\":1,\"method\":\"tools/call\",\"param\u{17f}\":{\"name\":\"rm\"}}";
+        assert_eq!(call(&classify_client_line(line.as_bytes())).name, "rm");
+    }
+
+    #[test]
+    fn method_values_stay_case_sensitive() {
+        let line = br#"{"id":1,"method":"Tools/Call","params":{"name":"x"}}"#;
         assert_eq!(
             forwarded(classify_client_line(line)).method.as_deref(),
-            Some("ping")
+            Some("Tools/Call")
         );
-        let line = br#"{"id":1,"Method":"ping","method":"tools/call","params":{"name":"x"}}"#;
-        assert_eq!(call(&classify_client_line(line)).name, "x");
+    }
+
+    #[test]
+    fn a_call_carries_the_protocol_version_its_meta_names() {
+        let line = br#"{"id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        assert_eq!(
+            call(&classify_client_line(line))
+                .protocol_version
+                .as_deref(),
+            Some("2026-07-28")
+        );
+        let line = br#"{"id":1,"method":"tools/call","params":{"name":"x"}}"#;
+        assert_eq!(call(&classify_client_line(line)).protocol_version, None);
     }
 
     #[test]
@@ -1100,7 +1207,7 @@ mod tests {
 
     #[test]
     fn an_absent_name_makes_the_call_unreadable() {
-        let line = br#"{"id":4,"method":"tools/call","params":{"Name":"echo","arguments":{}}}"#;
+        let line = br#"{"id":4,"method":"tools/call","params":{"title":"echo","arguments":{}}}"#;
         assert_eq!(
             unreadable_call(line),
             (Some(b"4".as_slice()), Anomaly::UnreadableCall)
@@ -1476,7 +1583,9 @@ mod tests {
         assert!(result_is_error(br#"{ "isError" : true }"#));
         assert!(!result_is_error(br#"{"isError":false}"#));
         assert!(!result_is_error(br#"{"isError":"true"}"#));
-        assert!(!result_is_error(br#"{"IsError":true}"#));
+        // Keys fold as a case-insensitive client reads them.
+        assert!(result_is_error(br#"{"IsError":true}"#));
+        assert!(!result_is_error(br#"{"isError":true,"ISERROR":false}"#));
         assert!(!result_is_error(br#"{}"#));
         assert!(!result_is_error(b"true"));
         assert!(!result_is_error(br#"{"isError":true,"isError":false}"#));

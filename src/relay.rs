@@ -467,13 +467,14 @@ impl ClientPump {
                 let id = call.id.map(<[u8]>::to_vec);
                 let name = call.name.clone();
                 let arguments = call.arguments.map(<[u8]>::to_vec);
-                self.tool_call(&line, id, name, arguments).await
+                self.tool_call(&line, id, name, arguments, call.protocol_version)
+                    .await
             }
             ClientFrame::UnreadableCall { id, anomaly } => {
                 let id = id.map(<[u8]>::to_vec);
                 self.anomaly(anomaly);
                 if let Some(id) = id {
-                    self.refuse(&id, frame::DENIED_UNREADABLE).await;
+                    self.refuse(&id, frame::DENIED_UNREADABLE, None).await;
                 }
                 true
             }
@@ -522,12 +523,17 @@ impl ClientPump {
         self.anomaly(Anomaly::Oversized);
     }
 
-    async fn refuse(&mut self, id: &[u8], text: &str) {
-        let version = self
-            .dialect
-            .lock()
-            .map(|d| d.version().to_string())
-            .unwrap_or_default();
+    /// Writes the refusal of call `id`, shaped for the revision the request names in its
+    /// `_meta`, else for the one the session negotiated.
+    async fn refuse(&mut self, id: &[u8], text: &str, requested: Option<&str>) {
+        let version = match requested {
+            Some(v) => v.to_string(),
+            None => self
+                .dialect
+                .lock()
+                .map(|d| d.version().to_string())
+                .unwrap_or_default(),
+        };
         let _ = self.out_tx.send(frame::refusal(id, text, &version)).await;
     }
 
@@ -537,6 +543,7 @@ impl ClientPump {
         id: Option<Vec<u8>>,
         name: String,
         arguments: Option<Vec<u8>>,
+        requested_version: Option<String>,
     ) -> bool {
         if name.is_empty()
             || name.len() > limits::TOOL_NAME_BYTES_MAX
@@ -544,7 +551,8 @@ impl ClientPump {
         {
             self.anomaly(Anomaly::UnreadableCall);
             if let Some(id) = id {
-                self.refuse(&id, frame::DENIED_UNREADABLE).await;
+                self.refuse(&id, frame::DENIED_UNREADABLE, requested_version.as_deref())
+                    .await;
             }
             return true;
         }
@@ -598,7 +606,7 @@ impl ClientPump {
                         Verdict::Ask => frame::DENIED_ASK_UNAVAILABLE,
                         _ => frame::DENIED_NO_DECISION,
                     };
-                    self.refuse(&id, text).await;
+                    self.refuse(&id, text, requested_version.as_deref()).await;
                 }
                 true
             }

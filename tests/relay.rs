@@ -174,17 +174,18 @@ fn duplicate_keys_case_variants_and_batches_cannot_smuggle_a_call() {
     assert_eq!(arr[0]["id"], 5);
     assert_eq!(arr[0]["error"]["code"], -32000);
     assert!(arr[1]["id"].is_null());
-    // A case-variant key is another key: this is a ping to the server, not a call.
+    // A case-variant key is the same key to a case-insensitive server (Go's encoding/json,
+    // .NET's Web defaults): a repeated method, dropped unanswered. tests/hostile.rs has more.
     r.send(br#"{"jsonrpc":"2.0","id":6,"method":"ping","Method":"tools/call","params":{"name":"delete_file"}}"#);
-    let a = r.recv_json();
-    assert_eq!(a["id"], 6);
-    assert_eq!(a["result"], serde_json::json!({}));
-    r.barrier(1);
+    assert!(
+        r.barrier(1).is_empty(),
+        "the case-variant line was answered"
+    );
     let rec = r.recorded();
     for l in &rec {
         let s = String::from_utf8_lossy(l);
         assert!(
-            !s.contains("\"tools/call\"") || s.contains("\"Method\""),
+            !s.contains("\"tools/call\""),
             "the server received a call: {s}"
         );
     }
