@@ -45,7 +45,8 @@ pub const DENIED_DUPLICATE_ID: &str = "Holdcall refused this call: another call 
 pub const DENIED_BATCH: &str = "Holdcall refused this batch: it carries a tools/call, and \
      Holdcall decides calls only one at a time. Send each call on its own.";
 
-/// The only method Holdcall decides on; compared with the decoded method, case-sensitively.
+/// The only method Holdcall decides on; compared with the decoded method value, case-sensitively
+/// (keys fold, values do not: see [`fold_key`]).
 const TOOLS_CALL: &str = "tools/call";
 
 /// Where a `server/discover` request carries the version it proposes (inside `params._meta`).
@@ -69,8 +70,8 @@ pub enum Anomaly {
     Batch,
     Oversized,
     DuplicateId,
-    /// A key another parser could read as a different key: a case variant of an envelope or
-    /// call key (`METHOD`, `Name`), or a key or method with a control character in it.
+    /// A key or method with a control character in it, which a C-string reader would cut short
+    /// (`"tools/call\u0000"`).
     Ambiguous,
 }
 
@@ -102,7 +103,7 @@ impl Anomaly {
             Anomaly::Oversized => "a line longer than the frame limit",
             Anomaly::DuplicateId => "a request whose id is already in flight",
             Anomaly::Ambiguous => {
-                "a message with a key that a case-insensitive or C-string parser would read as another (METHOD for method, a NUL in a key)"
+                "a message whose method or keys hold a control character, which a C-string parser would cut short"
             }
         }
     }
@@ -128,6 +129,9 @@ pub struct ToolCall<'a> {
     pub name: String,
     /// `params.arguments` exactly as written, whatever its JSON type.
     pub arguments: Option<&'a [u8]>,
+    /// The revision the request names in `params._meta` (every 2026-07-28 request does): its
+    /// refusal takes that shape even when no handshake was seen.
+    pub protocol_version: Option<String>,
 }
 
 /// What one client→server line is, and so what the relay does with it.
@@ -400,34 +404,14 @@ fn has_inner_carriage_return(line: &[u8]) -> bool {
     body.contains(&b'\r')
 }
 
-/// The keys Holdcall reads at the top of a message, and inside a call's params.
-const ENVELOPE_KEYS: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
-const CALL_KEYS: [&str; 4] = ["name", "arguments", "_meta", "task"];
-
-/// A key as a case-insensitive reader sees it. Go's encoding/json matches keys with Unicode
-/// case folding (so `ſ` is `s` and the Kelvin sign is `k`); upper- then lower-casing covers
-/// that and more, and folding too much only ever refuses more.
-fn fold(key: &[u8]) -> Vec<u8> {
-    match std::str::from_utf8(key) {
-        Ok(k) => k.to_uppercase().to_lowercase().into_bytes(),
-        Err(_) => key.to_ascii_lowercase(),
-    }
+/// A key a C-string reader would cut short (a NUL, or any control character): it could read
+/// `"method\u0000x"` as `method`.
+fn ambiguous_key(key: &[u8]) -> bool {
+    key.iter().any(|b| b.is_ascii_control())
 }
 
-/// A key that some parser would read as one of `known` while Holdcall does not, or one with a
-/// control character (a C-string reader stops at a NUL).
-fn ambiguous_key(key: &[u8], known: &[&str]) -> bool {
-    if key.iter().any(|b| b.is_ascii_control()) {
-        return true;
-    }
-    let folded = fold(key);
-    known
-        .iter()
-        .any(|k| k.as_bytes() != key && folded == k.as_bytes())
-}
-
-fn any_ambiguous(members: &[Member<'_>], known: &[&str]) -> bool {
-    members.iter().any(|m| ambiguous_key(&m.key, known))
+fn any_ambiguous(members: &[Member<'_>]) -> bool {
+    members.iter().any(|m| ambiguous_key(&m.key))
 }
 
 fn classify_object(object: &[u8]) -> ClientFrame<'_> {
@@ -438,7 +422,7 @@ fn classify_object(object: &[u8]) -> ClientFrame<'_> {
         // Which id or method the server would act on depends on its parser: trust neither.
         return ClientFrame::Unreadable(Anomaly::DuplicateKey);
     }
-    if any_ambiguous(&members, &ENVELOPE_KEYS) {
+    if any_ambiguous(&members) {
         return ClientFrame::Unreadable(Anomaly::Ambiguous);
     }
     let message = envelope(&members);
@@ -470,7 +454,7 @@ fn read_call<'a>(id: Option<&'a [u8]>, params: Option<&'a [u8]>) -> ClientFrame<
     let Some(members) = members(params) else {
         return unreadable(Anomaly::UnreadableCall);
     };
-    if any_ambiguous(&members, &CALL_KEYS) {
+    if any_ambiguous(&members) {
         return unreadable(Anomaly::Ambiguous);
     }
     let Some(name) = member(&members, "name").and_then(decode_json_string) else {
@@ -480,6 +464,7 @@ fn read_call<'a>(id: Option<&'a [u8]>, params: Option<&'a [u8]>) -> ClientFrame<
         id,
         name,
         arguments: member(&members, "arguments"),
+        protocol_version: request_protocol_version(params),
     })
 }
 
@@ -493,7 +478,7 @@ fn classify_batch(array: &[u8]) -> ClientFrame<'_> {
         let Some(members) = unique_members(element) else {
             return ClientFrame::Unreadable(Anomaly::Batch);
         };
-        if any_ambiguous(&members, &ENVELOPE_KEYS) {
+        if any_ambiguous(&members) {
             return ClientFrame::Unreadable(Anomaly::Batch);
         }
         if let Some(id) = member(&members, "id") {
@@ -545,10 +530,13 @@ fn envelope<'a>(members: &[Member<'a>]) -> Message<'a> {
     }
 }
 
+/// The value of `key`, matched as a case-insensitive reader would (see [`fold_key`]). Callers
+/// pass members whose folded keys are unique, so at most one matches.
 fn member<'a>(members: &[Member<'a>], key: &str) -> Option<&'a [u8]> {
+    let key = fold_key(key.as_bytes());
     members
         .iter()
-        .find(|m| m.key.as_ref() == key.as_bytes())
+        .find(|m| fold_key(&m.key) == key)
         .map(|m| m.value)
 }
 
@@ -565,7 +553,38 @@ fn unique_members(raw: &[u8]) -> Option<Vec<Member<'_>>> {
 /// No two keys are the same, even to a case-insensitive reader.
 fn keys_are_unique(members: &[Member<'_>]) -> bool {
     let mut seen = HashSet::with_capacity(members.len());
-    members.iter().all(|m| seen.insert(fold(&m.key)))
+    members.iter().all(|m| seen.insert(fold_key(&m.key)))
+}
+
+/// A decoded key as a reader that matches keys case-insensitively sees it. Go's encoding/json
+/// (Unicode simple folding, so `ſ` is s and the Kelvin sign is k) and .NET's Web defaults
+/// (upper-casing, so `ı` is I) do, and keep the last of two matches: for them `"Method"` next to
+/// `"method"` is the same key twice, and `"NAME"` alone is the name. Keys are compared after
+/// folding: upper case, then lower case, without the combining dot that lower-casing `İ`
+/// leaves. Folding too much only makes more lines ambiguous, never fewer; bytes that are not
+/// UTF-8 (an escaped lone surrogate) are kept as they are.
+fn fold_key(key: &[u8]) -> Cow<'_, [u8]> {
+    if key.is_ascii() {
+        return if key.iter().any(u8::is_ascii_uppercase) {
+            Cow::Owned(key.to_ascii_lowercase())
+        } else {
+            Cow::Borrowed(key)
+        };
+    }
+    let mut out = Vec::with_capacity(key.len());
+    for chunk in key.utf8_chunks() {
+        for ch in chunk
+            .valid()
+            .chars()
+            .flat_map(char::to_uppercase)
+            .flat_map(char::to_lowercase)
+            .filter(|&ch| ch != '\u{307}')
+        {
+            out.extend_from_slice(ch.encode_utf8(&mut [0; 4]).as_bytes());
+        }
+        out.extend_from_slice(chunk.invalid());
+    }
+    Cow::Owned(out)
 }
 
 /// The top-level members of `object`, which must be exactly one JSON object.
@@ -730,7 +749,7 @@ fn scan_value(bytes: &[u8], start: usize, keys: Keys) -> Result<usize, ScanError
 }
 
 /// Scans `"key"` and the `:` after it, returning the offset just past the colon. With `seen`,
-/// a key whose decoded value was already seen in this object is an error.
+/// a key whose decoded, folded value was already seen in this object is an error.
 fn scan_key(
     bytes: &[u8],
     start: usize,
@@ -740,7 +759,7 @@ fn scan_key(
     if let Some(seen) = seen {
         let raw = bytes.get(start..end).ok_or(ScanError::Malformed)?;
         let key = decode_wtf8(raw).ok_or(ScanError::Malformed)?;
-        if !seen.insert(fold(&key)) {
+        if !seen.insert(fold_key(&key).into_owned()) {
             return Err(ScanError::DuplicateKey);
         }
     }
@@ -1109,86 +1128,82 @@ mod tests {
     }
 
     #[test]
-    fn a_case_variant_key_is_a_repeat_because_some_servers_fold_case() {
-        // Go's encoding/json matches keys case-insensitively and keeps the last: with both
-        // spellings present it would run the call Holdcall read as a ping.
-        let line = br#"{"id":1,"method":"ping","Method":"tools/call","params":{"name":"x"}}"#;
-        assert_eq!(
-            classify_client_line(line),
-            ClientFrame::Unreadable(Anomaly::DuplicateKey)
-        );
-        let line = br#"{"id":1,"Method":"ping","method":"tools/call","params":{"name":"x"}}"#;
-        assert_eq!(
-            classify_client_line(line),
-            ClientFrame::Unreadable(Anomaly::DuplicateKey)
-        );
-    }
-
-    #[test]
-    fn a_case_variant_envelope_key_alone_is_ambiguous() {
-        let long_s =
-            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"param\u{17f}\":{\"name\":\"a\"}}";
+    fn a_case_variant_key_repeats_its_plain_spelling() {
+        // Go's encoding/json and .NET's Web defaults read both as `method`; the last one wins.
         for line in [
-            br#"{"jsonrpc":"2.0","id":1,"METHOD":"tools/call","params":{"name":"x"}}"#.as_slice(),
-            br#"{"jsonrpc":"2.0","id":1,"method":"ping","Params":{"name":"x"}}"#.as_slice(),
-            // U+017F LATIN SMALL LETTER LONG S folds to s.
-            long_s.as_bytes(),
+            &br#"{"id":1,"method":"ping","Method":"tools/call","params":{"name":"x"}}"#[..],
+            br#"{"id":1,"METHOD":"ping","method":"tools/call","params":{"name":"x"}}"#,
+            br#"{"id":1,"ID":2,"method":"ping"}"#,
         ] {
             assert_eq!(
                 classify_client_line(line),
-                ClientFrame::Unreadable(Anomaly::Ambiguous),
-                "{}",
-                String::from_utf8_lossy(line)
+                ClientFrame::Unreadable(Anomaly::DuplicateKey)
             );
         }
-    }
-
-    #[test]
-    fn a_case_variant_call_key_makes_the_call_unreadable() {
-        let line =
-            br#"{"id":3,"method":"tools/call","params":{"name":"echo","Name":"delete_file"}}"#;
+        let line = br#"{"id":1,"method":"tools/call","params":{"name":"a","Name":"b"}}"#;
         assert_eq!(
             unreadable_call(line),
-            (Some(b"3".as_slice()), Anomaly::DuplicateKey)
+            (Some(b"1".as_slice()), Anomaly::DuplicateKey)
         );
-        let line = br#"{"id":3,"method":"tools/call","params":{"name":"echo","ARGUMENTS":{}}}"#;
+        let line = br#"{"id":1,"method":"tools/call","params":{"name":"a","arguments":{"x":{"Key":1,"kEY":2}}}}"#;
         assert_eq!(
             unreadable_call(line),
-            (Some(b"3".as_slice()), Anomaly::Ambiguous)
-        );
-        let line = "{\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"a\",\"\u{212a}\":1,\"k\":2}}";
-        assert_eq!(
-            unreadable_call(line.as_bytes()),
-            (Some(b"3".as_slice()), Anomaly::DuplicateKey)
+            (Some(b"1".as_slice()), Anomaly::DuplicateKey)
         );
     }
 
     #[test]
-    fn a_control_character_in_the_method_or_a_key_is_ambiguous() {
-        // A C-string reader stops at the NUL and sees tools/call.
-        let line = br#"{"id":1,"method":"tools/call\u0000","params":{"name":"x"}}"#;
-        assert_eq!(
-            classify_client_line(line),
-            ClientFrame::Unreadable(Anomaly::Ambiguous)
-        );
-        let line = br#"{"id":1,"method\u0000x":"tools/call","params":{"name":"x"}}"#;
-        assert!(matches!(
-            classify_client_line(line),
-            ClientFrame::Unreadable(_)
-        ));
+    fn a_case_variant_key_alone_is_read_as_its_plain_spelling() {
+        let line = br#"{"ID":7,"Method":"tools/call","PARAMS":{"Name":"rm","Arguments":{"a":1}}}"#;
+        let frame = classify_client_line(line);
+        let call = call(&frame);
+        assert_eq!(call.id, Some(b"7".as_slice()));
+        assert_eq!(call.name, "rm");
+        assert_eq!(call.arguments, Some(br#"{"a":1}"#.as_slice()));
     }
 
     #[test]
-    fn a_carriage_return_inside_a_line_is_a_framing_anomaly() {
-        // Python's universal newlines and Node's readline would read three lines here, the
-        // middle one a tools/call.
-        let line = b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\",\"params\":\r{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}\r}\n";
+    fn keys_fold_the_non_ascii_letters_that_readers_fold_to_ascii() {
+        // Long s and the Kelvin sign (Go's folding), dotless i (.NET's upper-casing), dotted
+        // capital I (Java's lower-casing).
+        for (plain, key) in [
+            ("params", r"param\u017f"),
+            ("k", r"\u212a"),
+            ("id", r"\u0131d"),
+            ("id", r"\u0130d"),
+            ("id", "\u{130}d"),
+        ] {
+            let line = format!(r#"{{"{plain}":1,"{key}":2}}"#);
+            assert_eq!(
+                classify_client_line(line.as_bytes()),
+                ClientFrame::Unreadable(Anomaly::DuplicateKey),
+                "{line}"
+            );
+        }
+        let line = "{\"id\":1,\"method\":\"tools/call\",\"param\u{17f}\":{\"name\":\"rm\"}}";
+        assert_eq!(call(&classify_client_line(line.as_bytes())).name, "rm");
+    }
+
+    #[test]
+    fn method_values_stay_case_sensitive() {
+        let line = br#"{"id":1,"method":"Tools/Call","params":{"name":"x"}}"#;
         assert_eq!(
-            classify_client_line(line),
-            ClientFrame::Unreadable(Anomaly::Framing)
+            forwarded(classify_client_line(line)).method.as_deref(),
+            Some("Tools/Call")
         );
-        let ok = b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\r\n";
-        assert!(matches!(classify_client_line(ok), ClientFrame::Forward(_)));
+    }
+
+    #[test]
+    fn a_call_carries_the_protocol_version_its_meta_names() {
+        let line = br#"{"id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        assert_eq!(
+            call(&classify_client_line(line))
+                .protocol_version
+                .as_deref(),
+            Some("2026-07-28")
+        );
+        let line = br#"{"id":1,"method":"tools/call","params":{"name":"x"}}"#;
+        assert_eq!(call(&classify_client_line(line)).protocol_version, None);
     }
 
     #[test]
@@ -1241,16 +1256,44 @@ mod tests {
     }
 
     #[test]
+    fn a_control_character_in_the_method_or_a_key_is_ambiguous() {
+        // A C-string reader stops at the NUL and sees tools/call.
+        let line = br#"{"id":1,"method":"tools/call\u0000","params":{"name":"x"}}"#;
+        assert_eq!(
+            classify_client_line(line),
+            ClientFrame::Unreadable(Anomaly::Ambiguous)
+        );
+        let line = br#"{"id":1,"method\u0000x":"tools/call","params":{"name":"x"}}"#;
+        assert!(matches!(
+            classify_client_line(line),
+            ClientFrame::Unreadable(_)
+        ));
+        let line = br#"{"id":1,"method":"tools/call","params":{"name":"x","arguments\u0001":{}}}"#;
+        assert_eq!(
+            unreadable_call(line),
+            (Some(b"1".as_slice()), Anomaly::Ambiguous)
+        );
+    }
+
+    #[test]
+    fn a_carriage_return_inside_a_line_is_a_framing_anomaly() {
+        // Python's universal newlines and Node's readline would read three lines here, the
+        // middle one a tools/call.
+        let line = b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\",\"params\":\r{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}\r}\n";
+        assert_eq!(
+            classify_client_line(line),
+            ClientFrame::Unreadable(Anomaly::Framing)
+        );
+        let ok = b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\r\n";
+        assert!(matches!(classify_client_line(ok), ClientFrame::Forward(_)));
+    }
+
+    #[test]
     fn an_absent_name_makes_the_call_unreadable() {
-        let line = br#"{"id":4,"method":"tools/call","params":{"tool":"echo","arguments":{}}}"#;
+        let line = br#"{"id":4,"method":"tools/call","params":{"title":"echo","arguments":{}}}"#;
         assert_eq!(
             unreadable_call(line),
             (Some(b"4".as_slice()), Anomaly::UnreadableCall)
-        );
-        let line = br#"{"id":4,"method":"tools/call","params":{"Name":"echo","arguments":{}}}"#;
-        assert_eq!(
-            unreadable_call(line),
-            (Some(b"4".as_slice()), Anomaly::Ambiguous)
         );
     }
 
@@ -1623,7 +1666,9 @@ mod tests {
         assert!(result_is_error(br#"{ "isError" : true }"#));
         assert!(!result_is_error(br#"{"isError":false}"#));
         assert!(!result_is_error(br#"{"isError":"true"}"#));
-        assert!(!result_is_error(br#"{"IsError":true}"#));
+        // Keys fold as a case-insensitive client reads them.
+        assert!(result_is_error(br#"{"IsError":true}"#));
+        assert!(!result_is_error(br#"{"isError":true,"ISERROR":false}"#));
         assert!(!result_is_error(br#"{}"#));
         assert!(!result_is_error(b"true"));
         assert!(!result_is_error(br#"{"isError":true,"isError":false}"#));

@@ -518,13 +518,14 @@ impl ClientPump {
                 let id = call.id.map(<[u8]>::to_vec);
                 let name = call.name.clone();
                 let arguments = call.arguments.map(<[u8]>::to_vec);
-                self.tool_call(&line, id, name, arguments).await
+                self.tool_call(&line, id, name, arguments, call.protocol_version)
+                    .await
             }
             ClientFrame::UnreadableCall { id, anomaly } => {
                 let id = id.map(<[u8]>::to_vec);
                 self.anomaly(anomaly);
                 if let Some(id) = id {
-                    self.refuse(&id, frame::DENIED_UNREADABLE).await;
+                    self.refuse(&id, frame::DENIED_UNREADABLE, None).await;
                 }
                 true
             }
@@ -573,12 +574,17 @@ impl ClientPump {
         self.anomaly(Anomaly::Oversized);
     }
 
-    async fn refuse(&mut self, id: &[u8], text: &str) {
-        let version = self
-            .dialect
-            .lock()
-            .map(|d| d.version().to_string())
-            .unwrap_or_default();
+    /// Writes the refusal of call `id`, shaped for the revision the request names in its
+    /// `_meta`, else for the one the session negotiated.
+    async fn refuse(&mut self, id: &[u8], text: &str, requested: Option<&str>) {
+        let version = match requested {
+            Some(v) => v.to_string(),
+            None => self
+                .dialect
+                .lock()
+                .map(|d| d.version().to_string())
+                .unwrap_or_default(),
+        };
         let _ = self.out_tx.send(frame::refusal(id, text, &version)).await;
     }
 
@@ -588,6 +594,7 @@ impl ClientPump {
         id: Option<Vec<u8>>,
         name: String,
         arguments: Option<Vec<u8>>,
+        requested_version: Option<String>,
     ) -> bool {
         if name.is_empty()
             || name.len() > limits::TOOL_NAME_BYTES_MAX
@@ -595,7 +602,8 @@ impl ClientPump {
         {
             self.anomaly(Anomaly::UnreadableCall);
             if let Some(id) = id {
-                self.refuse(&id, frame::DENIED_UNREADABLE).await;
+                self.refuse(&id, frame::DENIED_UNREADABLE, requested_version.as_deref())
+                    .await;
             }
             return true;
         }
@@ -608,7 +616,8 @@ impl ClientPump {
             if duplicate {
                 // Two calls with one id cannot be told apart in the answers, nor in the journal.
                 self.anomaly(Anomaly::DuplicateId);
-                self.refuse(id, frame::DENIED_DUPLICATE_ID).await;
+                self.refuse(id, frame::DENIED_DUPLICATE_ID, requested_version.as_deref())
+                    .await;
                 return true;
             }
         }
@@ -654,7 +663,7 @@ impl ClientPump {
                         Verdict::Ask => frame::DENIED_ASK_UNAVAILABLE,
                         _ => frame::DENIED_NO_DECISION,
                     };
-                    self.refuse(&id, text).await;
+                    self.refuse(&id, text, requested_version.as_deref()).await;
                 }
                 true
             }

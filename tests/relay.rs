@@ -174,18 +174,17 @@ fn duplicate_keys_case_variants_and_batches_cannot_smuggle_a_call() {
     assert_eq!(arr[0]["id"], 5);
     assert_eq!(arr[0]["error"]["code"], -32000);
     assert!(arr[1]["id"].is_null());
-    // A case-variant key: a case-insensitive server (Go's encoding/json) would take the last
-    // spelling and run the call. Dropped, like any repeated key.
+    // A case-variant key is the same key to a case-insensitive server (Go's encoding/json,
+    // .NET's Web defaults): a repeated method, dropped unanswered. tests/hostile.rs has more.
     r.send(br#"{"jsonrpc":"2.0","id":6,"method":"ping","Method":"tools/call","params":{"name":"delete_file"}}"#);
-    // A case-variant key alone: Holdcall sees no method, a case-insensitive server sees one.
+    // A case-variant key alone is read as a case-insensitive server reads it: a call, decided.
     r.send(br#"{"jsonrpc":"2.0","id":7,"METHOD":"tools/call","params":{"name":"delete_file"}}"#);
+    let a = r.recv_json();
+    assert_eq!(a["id"], 7);
+    assert!(is_refusal(&a), "{a}");
     // A carriage return: Python and Node readers split the line there, JSON does not.
     r.send(b"{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"ping\",\"params\":\r{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{\"name\":\"delete_file\"}}\r}\n");
-    let before = r.barrier(1);
-    assert!(
-        before.is_empty(),
-        "nothing answers an ambiguous line: {before:?}"
-    );
+    assert!(r.barrier(1).is_empty(), "a dropped line was answered");
     let rec = r.recorded();
     for l in &rec {
         let s = String::from_utf8_lossy(l);

@@ -109,25 +109,47 @@ impl Env {
 
     /// A relay whose demo server gets `server_args` too (e.g. `--stubborn`).
     pub fn relay_with(&self, connector: &str, server_args: &[&str]) -> Relay {
-        let record = self
-            .dir
-            .path()
-            .join(format!("record-{connector}-{}.log", rand_suffix()));
-        std::fs::write(&record, b"").unwrap();
+        let record = self.new_record(connector);
         let bin = Env::bin();
-        let mut args = vec![
-            "serve",
-            "--connector",
-            connector,
-            "--client",
-            "test",
-            "--",
+        let mut server = vec![
             bin.to_str().unwrap(),
             "demo-server",
             "--record",
             record.to_str().unwrap(),
         ];
-        args.extend_from_slice(server_args);
+        server.extend_from_slice(server_args);
+        self.relay_to(connector, &server, record.clone())
+    }
+
+    /// A relay in front of the fixture server built from `examples/{name}.rs`, which appends
+    /// what it reads to the relay's `record` and what it writes to `record.out`.
+    pub fn relay_fixture(&self, connector: &str, name: &str) -> Relay {
+        let record = self.new_record(connector);
+        let program = fixture(name);
+        self.relay_to(
+            connector,
+            &[
+                program.to_str().unwrap(),
+                "--record",
+                record.to_str().unwrap(),
+            ],
+            record.clone(),
+        )
+    }
+
+    fn new_record(&self, connector: &str) -> PathBuf {
+        let record = self
+            .dir
+            .path()
+            .join(format!("record-{connector}-{}.log", rand_suffix()));
+        std::fs::write(&record, b"").unwrap();
+        record
+    }
+
+    /// Starts `holdcall serve` in front of the server command `server`.
+    fn relay_to(&self, connector: &str, server: &[&str], record: PathBuf) -> Relay {
+        let mut args = vec!["serve", "--connector", connector, "--client", "test", "--"];
+        args.extend_from_slice(server);
         let mut child = self
             .cmd(&args)
             .stdin(Stdio::piped())
@@ -152,6 +174,44 @@ impl Env {
             record,
         }
     }
+}
+
+/// A fixture server from `examples/` (see `examples/fixture_*.rs`), built on first use in this
+/// test process. `cargo test` builds examples, but `cargo test --all-targets` builds them only
+/// as test harnesses, so the tests ask cargo for the plain binary themselves (a no-op when it
+/// is up to date), in the target directory and profile of the running test.
+pub fn fixture(name: &str) -> PathBuf {
+    use std::sync::{Mutex, OnceLock};
+    static BUILT: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(Path::parent).unwrap(); // <target>/<profile>
+    let target_dir = profile_dir.parent().unwrap();
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev",
+        Some(other) => other,
+    };
+    let path = profile_dir.join("examples").join(name);
+    let mut built = BUILT.get_or_init(Mutex::default).lock().unwrap();
+    if !built.iter().any(|b| b == name) {
+        let out = Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "--offline", "--example", name])
+            .args(["--profile", profile])
+            .arg("--manifest-path")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+            .arg("--target-dir")
+            .arg(target_dir)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "cargo build --example {name} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        built.push(name.to_string());
+    }
+    assert!(path.exists(), "{} is missing", path.display());
+    path
 }
 
 impl Drop for Env {
@@ -247,11 +307,14 @@ impl Relay {
 
     /// Every line the server received so far, with newlines.
     pub fn recorded(&self) -> Vec<Vec<u8>> {
-        let bytes = std::fs::read(&self.record).unwrap();
-        bytes
-            .split_inclusive(|&b| b == b'\n')
-            .map(<[u8]>::to_vec)
-            .collect()
+        split_lines(&std::fs::read(&self.record).unwrap())
+    }
+
+    /// Every line a fixture server wrote so far, with newlines (fixtures only).
+    pub fn server_wrote(&self) -> Vec<Vec<u8>> {
+        let mut out = self.record.clone().into_os_string();
+        out.push(".out");
+        split_lines(&std::fs::read(out).unwrap_or_default())
     }
 
     /// Closes the relay's stdin and waits for it to exit; returns its stderr.
@@ -272,6 +335,13 @@ impl Drop for Relay {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn split_lines(bytes: &[u8]) -> Vec<Vec<u8>> {
+    bytes
+        .split_inclusive(|&b| b == b'\n')
+        .map(<[u8]>::to_vec)
+        .collect()
 }
 
 pub fn call(id: &str, tool: &str, args: &str) -> Vec<u8> {
