@@ -102,18 +102,23 @@ class Holdcall:
             raise AssertionError(f"holdcall log --json exited {out.returncode}: {out.stderr}")
         return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
 
-    def check_decided(self, since: int, tools: list[str], decision: str = "allow") -> None:
-        """The journal entries after the first `since` decided exactly these calls, in order,
-        each as `decision`, and each allowed call got its outcome recorded (the relay reports it
-        a moment after the answer passes, so wait a little for it)."""
+    def check_allowed(self, since: int, logdir: Path) -> None:
+        """The journal entries after the first `since` allowed exactly the calls the server got
+        (in `logdir`'s taps), in order, and each call the server answered got its outcome
+        recorded (the relay reports it a moment after the answer passes: wait a little)."""
+        calls = answered_calls(logdir)
         deadline = time.monotonic() + 5
         while True:
             entries = self.journal()[since:]
             requests = [e for e in entries if e["kind"] == "call.request"]
-            assert [(e["tool"], e["decision"]) for e in requests] == [(t, decision) for t in tools], requests
+            assert [(e["tool"], e["decision"]) for e in requests] == [(t, "allow") for t, _ in calls], requests
             outcomes = {(e["session_id"], e["seq"]) for e in entries if e["kind"] == "call.outcome"}
-            missing = [e["tool"] for e in requests if (e["session_id"], e["seq"]) not in outcomes]
-            if not missing or decision != "allow":
+            missing = [
+                e["tool"]
+                for e, (_, answered) in zip(requests, calls)
+                if answered and (e["session_id"], e["seq"]) not in outcomes
+            ]
+            if not missing:
                 return
             if time.monotonic() > deadline:
                 raise AssertionError(f"no call.outcome journaled for {missing}")
@@ -272,5 +277,18 @@ def tool_calls(path: Path) -> list[str]:
     return [
         m["params"]["name"]
         for m in messages(path)
+        if m.get("method") == "tools/call" and isinstance(m.get("params"), dict)
+    ]
+
+
+def answered_calls(logdir: Path) -> list[tuple[str, bool]]:
+    """Each tools/call the server received, in order, and whether the server answered it (a
+    call the client cancelled may never be)."""
+    answered = {
+        json.dumps(m["id"]) for m in messages(logdir / "server.out") if "id" in m and "method" not in m
+    }
+    return [
+        (m["params"]["name"], json.dumps(m.get("id")) in answered)
+        for m in messages(logdir / "server.in")
         if m.get("method") == "tools/call" and isinstance(m.get("params"), dict)
     ]

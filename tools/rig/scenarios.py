@@ -166,6 +166,50 @@ async def progress(client: Client, state: dict[str, Any]) -> dict[str, Any]:
     return {"result": to_plain(result), "progress": seen}
 
 
+# --- cancellation ---------------------------------------------------------------------------
+
+
+def cancellation_callbacks() -> tuple[Callbacks, dict[str, Any]]:
+    state: dict[str, Any] = {"progress": [], "all_in": anyio.Event(), "started": anyio.Event()}
+
+    async def on_message(message: Any) -> None:
+        # Every progress notification reaches the message handler, also those for a request the
+        # client has given up on (which no longer reach the call's progress callback).
+        if isinstance(message, types.ProgressNotification):
+            state["progress"].append(message.params.progress)
+            if len(state["progress"]) == 3:
+                state["all_in"].set()
+
+    return Callbacks(kwargs={"message_handler": on_message}), state
+
+
+async def cancellation(client: Client, state: dict[str, Any]) -> dict[str, Any]:
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        state["started"].set()
+
+    # Cancel once the server is surely working on it (its first progress arrived): the client
+    # sends notifications/cancelled. This server's tool ignores the abort and goes on sending
+    # progress, but never sends the result.
+    with anyio.move_on_after(10) as scope:
+        async with anyio.create_task_group() as group:
+
+            async def call() -> None:
+                await client.call_tool(
+                    "trigger-long-running-operation",
+                    {"duration": 0.6, "steps": 3},
+                    progress_callback=on_progress,
+                )
+
+            group.start_soon(call)
+            await state["started"].wait()
+            group.cancel_scope.cancel()
+    assert not scope.cancelled_caught, "no progress within 10 s"
+    with anyio.fail_after(10):
+        await state["all_in"].wait()
+    after = await client.call_tool("echo", {"message": "after the cancel"})
+    return {"progress": state["progress"], "after": to_plain(after)}
+
+
 # --- logging ----------------------------------------------------------------------------------
 
 
@@ -347,6 +391,13 @@ EVERYTHING_SCENARIOS = [
     Scenario("ping", ping, expect_server_got=["ping"]),
     Scenario(
         "progress", progress, expect_server_got=["tools/call"], expect_client_got=["notifications/progress"]
+    ),
+    Scenario(
+        "cancellation",
+        cancellation,
+        cancellation_callbacks,
+        expect_server_got=["tools/call", "notifications/cancelled"],
+        expect_client_got=["notifications/progress"],
     ),
     Scenario(
         "logging",
