@@ -164,7 +164,7 @@ async def outcome(awaitable: Awaitable[Any]) -> Any:
         return {"mcp_error": {"code": err.code, "message": err.error.message}}
 
 
-Scenario = Callable[[Client], Awaitable[dict[str, Any]]]
+ScenarioFn = Callable[[Client], Awaitable[dict[str, Any]]]
 
 
 @dataclass
@@ -180,7 +180,7 @@ class Callbacks:
 
 def run_session(
     argv: list[str],
-    scenario: Scenario,
+    scenario: ScenarioFn,
     *,
     mode: str,
     env: dict[str, str] | None = None,
