@@ -887,11 +887,18 @@ fn policy_eval(b: &Bench, rows: &mut Vec<Row>) {
     );
 }
 
-/// A tools/call line of exactly `bytes` bytes (newline included) with string arguments.
-fn call_line(bytes: usize) -> Vec<u8> {
+/// Text with an escape every 14 bytes or so: quotes, newlines, tabs and a `\u` escape.
+const DENSE_TEXT: &[u8] =
+    br#"Lorem ipsum dolor sit amet, \"quoted\" text\n with a tab\t and caf\u00e9. "#;
+/// Prose without escapes: long runs the scanner's fast path skips.
+const PLAIN_TEXT: &[u8] =
+    b"Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor. ";
+
+/// A tools/call line of exactly `bytes` bytes (newline included) whose `content` argument
+/// repeats `pattern`.
+fn call_line(bytes: usize, pattern: &[u8]) -> Vec<u8> {
     let head = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"/tmp/bench.txt","content":""#;
     let tail = b"\"}}}\n";
-    let pattern = br#"Lorem ipsum dolor sit amet, \"quoted\" text\n with a tab\t and caf\u00e9. "#;
     let mut line = head.to_vec();
     let room = bytes - head.len() - tail.len();
     while line.len() + pattern.len() <= head.len() + room {
@@ -946,8 +953,13 @@ fn framing(b: &Bench, rows: &mut Vec<Row>) {
     let total = b.n(FRAMING_BYTES);
     let cases = [
         (
-            "512 KiB tools/call (string arguments with escapes)",
-            call_line(FRAME_BYTES),
+            "512 KiB tools/call, prose arguments (no escapes)",
+            call_line(FRAME_BYTES, PLAIN_TEXT),
+            true,
+        ),
+        (
+            "512 KiB tools/call, an escape every 14 bytes",
+            call_line(FRAME_BYTES, DENSE_TEXT),
             true,
         ),
         (
@@ -955,7 +967,7 @@ fn framing(b: &Bench, rows: &mut Vec<Row>) {
             notification_line(FRAME_BYTES),
             false,
         ),
-        ("200 B tools/call", call_line(200), true),
+        ("200 B tools/call", call_line(200, PLAIN_TEXT), true),
     ];
     for (name, line, is_call) in cases {
         let gbps = time_classify(&line, total, is_call) / 1e9;
