@@ -318,10 +318,10 @@ fn disk_of(dir: &Path) -> String {
     let name = dev.trim_start_matches("/dev/");
     let sys = format!("/sys/block/{name}");
     let rotational = read(&format!("{sys}/queue/rotational"));
+    // What the guest is told; a virtual disk says nothing true about its backing store.
     let kind = match rotational.trim() {
-        "0" => "non-rotational",
-        "1" => "rotational",
-        _ => "unknown kind",
+        "" => "queue/rotational unknown".to_string(),
+        r => format!("queue/rotational={r}"),
     };
     let model = read(&format!("{sys}/device/model"));
     let driver = std::fs::read_link(format!("{sys}/device/driver"))
