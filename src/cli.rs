@@ -83,6 +83,25 @@ pub enum Command {
         #[arg(long)]
         stubborn: bool,
     },
+    /// Time decision round trips against the daemon, connected as relays are (tools/bench).
+    #[command(name = "bench-decisions", hide = true)]
+    BenchDecisions {
+        /// Concurrent relay connections.
+        #[arg(long, default_value_t = 1)]
+        relays: usize,
+        /// Timed calls per relay.
+        #[arg(long, default_value_t = 10_000)]
+        calls: usize,
+        /// Untimed calls per relay first.
+        #[arg(long, default_value_t = 200)]
+        warmup: usize,
+        #[arg(long, default_value = "bench")]
+        connector: String,
+        #[arg(long, default_value = "echo")]
+        tool: String,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -227,6 +246,9 @@ pub enum CliError {
     #[error("cannot write the output: {0}")]
     #[diagnostic(code(holdcall::cli::output))]
     Output(#[from] std::io::Error),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Bench(#[from] crate::bench::BenchError),
     #[error("the demo failed: {0}")]
     #[diagnostic(
         code(holdcall::cli::demo),
@@ -277,7 +299,50 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
             crate::demo::serve_demo(record.as_deref(), stubborn)?;
             Ok(0)
         }
+        Command::BenchDecisions {
+            relays,
+            calls,
+            warmup,
+            connector,
+            tool,
+            json,
+        } => bench_decisions(
+            crate::bench::BenchOptions {
+                relays,
+                calls,
+                warmup,
+                connector,
+                tool,
+            },
+            json,
+        ),
     }
+}
+
+fn bench_decisions(opts: crate::bench::BenchOptions, json: bool) -> Result<i32, CliError> {
+    let (home, _) = home_and_config()?;
+    // One thread, as a relay runs: every relay's connection shares it.
+    let rt = current_thread()?;
+    let r = rt.block_on(crate::bench::run(home, opts))?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer(&mut out, &r).map_err(std::io::Error::other)?;
+        writeln!(out)?;
+    } else {
+        let us = |ns: u64| ns as f64 / 1000.0;
+        writeln!(
+            out,
+            "{} decisions over {} relay(s): p50 {:.1} µs, p95 {:.1} µs, p99 {:.1} µs, max {:.1} µs; {:.0} decisions/s",
+            r.decisions,
+            r.relays,
+            us(r.p50_ns),
+            us(r.p95_ns),
+            us(r.p99_ns),
+            us(r.max_ns),
+            r.decisions_per_s
+        )?;
+    }
+    Ok(0)
 }
 
 pub fn version_line() -> String {

@@ -779,6 +779,7 @@ fn scan_string(bytes: &[u8], start: usize) -> Result<usize, ScanError> {
     }
     let mut pos = start + 1;
     loop {
+        pos = skip_plain_ascii(bytes, pos);
         match bytes.get(pos).copied() {
             None => return Err(ScanError::Malformed),
             Some(b'"') => return Ok(pos + 1),
@@ -795,6 +796,36 @@ fn scan_string(bytes: &[u8], start: usize) -> Result<usize, ScanError> {
             Some(_) => pos += utf8_width(bytes, pos).ok_or(ScanError::Malformed)?,
         }
     }
+}
+
+/// Skips, eight bytes at a time, the bytes a string may hold as they are and that need no
+/// further look: printable ASCII other than `"` and `\`. Stops on the first other byte (a
+/// quote, a backslash, a control character or the start of a multi-byte character), which
+/// `scan_string` then reads itself; it only ever skips what the byte-at-a-time loop would have
+/// accepted. This keeps large arguments at gigabytes per second.
+fn skip_plain_ascii(bytes: &[u8], mut pos: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // Exact presence tests (no false positives or negatives for "is any byte …"): a byte of
+    // `v` is zero; a byte of `x` is below 0x20 (given no byte has its high bit set).
+    let any_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    while let Some(word) = pos
+        .checked_add(8)
+        .and_then(|end| bytes.get(pos..end))
+        .and_then(|w| <[u8; 8]>::try_from(w).ok())
+    {
+        let x = u64::from_le_bytes(word);
+        let special = (x & HIGH)
+            | (x.wrapping_sub(ONES * 0x20) & !x & HIGH)
+            | any_zero(x ^ (ONES * u64::from(b'"')))
+            | any_zero(x ^ (ONES * u64::from(b'\\')));
+        if special != 0 {
+            // The lowest flagged byte is exact (a borrow only ever spreads upwards): stop on it.
+            return pos + (special.trailing_zeros() / 8) as usize;
+        }
+        pos += 8;
+    }
+    pos
 }
 
 /// Width of the valid multi-byte UTF-8 character at `pos` (rejects overlongs, surrogates and
@@ -2078,5 +2109,92 @@ mod tests {
             assert!(range.contains(&slice.as_ptr()));
         }
         assert_eq!(call.arguments, Some(b"[1]".as_slice()));
+    }
+
+    /// `scan_string` as it was before the eight-byte fast path: one byte at a time.
+    fn scan_string_bytewise(bytes: &[u8], start: usize) -> Result<usize, ScanError> {
+        if bytes.get(start) != Some(&b'"') {
+            return Err(ScanError::Malformed);
+        }
+        let mut pos = start + 1;
+        loop {
+            match bytes.get(pos).copied() {
+                None => return Err(ScanError::Malformed),
+                Some(b'"') => return Ok(pos + 1),
+                Some(b'\\') => match bytes.get(pos + 1).copied() {
+                    Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => pos += 2,
+                    Some(b'u') => {
+                        hex4(bytes, pos + 2).ok_or(ScanError::Malformed)?;
+                        pos += 6;
+                    }
+                    _ => return Err(ScanError::Malformed),
+                },
+                Some(0x00..=0x1f) => return Err(ScanError::Malformed),
+                Some(0x20..=0x7f) => pos += 1,
+                Some(_) => pos += utf8_width(bytes, pos).ok_or(ScanError::Malformed)?,
+            }
+        }
+    }
+
+    #[test]
+    fn the_fast_string_path_skips_exactly_the_bytes_the_bytewise_scan_accepts() {
+        // Every byte value, at every offset of an eight-byte word and past the end of the
+        // last whole word, inside a run of plain text: same verdict, same end.
+        for len in 0..40 {
+            for at in 0..len {
+                for special in 0..=255u8 {
+                    let mut s = vec![b'"'];
+                    s.extend(std::iter::repeat_n(b'a', len));
+                    s[1 + at] = special;
+                    s.push(b'"');
+                    s.extend_from_slice(b"tail");
+                    assert_eq!(
+                        scan_string(&s, 0),
+                        scan_string_bytewise(&s, 0),
+                        "byte {special:#04x} at {at} of {len}"
+                    );
+                }
+            }
+        }
+        // Unterminated runs end in an error, whatever their length.
+        for len in 0..40 {
+            let mut s = vec![b'"'];
+            s.extend(std::iter::repeat_n(b'z', len));
+            assert_eq!(scan_string(&s, 0), Err(ScanError::Malformed));
+        }
+        // Random bytes biased towards the interesting ones, as whole strings.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let alphabet: &[u8] = b"ab \\\"\\u00e9nt/\x00\x1f\x7f\x80\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xed\xa0\x80\xff";
+        for _ in 0..20_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let len = (state % 48) as usize;
+            let mut s = vec![b'"'];
+            for k in 0..len {
+                let pick = (state.rotate_left(k as u32 * 5) % alphabet.len() as u64) as usize;
+                s.push(alphabet[pick]);
+            }
+            s.push(b'"');
+            assert_eq!(scan_string(&s, 0), scan_string_bytewise(&s, 0), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn a_long_plain_argument_still_classifies_with_its_exact_bytes() {
+        let text = "x".repeat(100_003);
+        let line = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{{\"name\":\"w\",\"arguments\":{{\"t\":\"{text}\\u00e9\\n\"}}}}}}"
+        );
+        let frame = classify_client_line(line.as_bytes());
+        let args = call(&frame).arguments.unwrap();
+        assert_eq!(args.len(), text.len() + 16);
+        assert!(args.ends_with(b"\\u00e9\\n\"}"));
+        // A control character deep in a long run is still refused.
+        let bad = line.replacen("xxxxxxxx", "xxx\u{1}xxxx", 1);
+        assert!(matches!(
+            classify_client_line(bad.as_bytes()),
+            ClientFrame::UnreadableCall { .. } | ClientFrame::Unreadable(_)
+        ));
     }
 }

@@ -14,7 +14,9 @@
 //! - `config`: the home, its private directories, the socket path, `config.toml`.
 //! - `cli`: the commands and their output.
 //! - `demo`: `holdcall demo` and the built-in demo server.
+//! - `bench`: the hidden `holdcall bench-decisions`, which times decisions as a relay asks them.
 
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod daemon;

@@ -7,9 +7,11 @@
 //! - checking a stored policy (`@id`, `@holdcall_effect`, the supported scope forms, strict
 //!   validation) and deriving its effect and specificity from the scope alone;
 //! - the decision: Cedar evaluates a permit-only and a forbid-only set (two calls, because
-//!   `reason()` lists only the *determining* policies of one call), then the most specific
-//!   matching policy wins, ties to deny, then ask, then allow, then the oldest (lowest `seq`);
-//!   a forbid that cannot be evaluated never lets the call through (fail closed);
+//!   `reason()` lists only the *determining* policies of one call) for each of the ≤ 4 buckets
+//!   of the scope index a call can hit (exact tool, tool name, connector, every tool), then the
+//!   most specific matching policy wins, ties to deny, then ask, then allow, then the oldest
+//!   (lowest `seq`); a forbid that cannot be evaluated never lets the call through (fail
+//!   closed);
 //! - rendering rules made on the command line as Cedar text, name validation, explain output,
 //!   unified diffs of policy text, and the precedence-table case parser shared with tests.
 //!
@@ -21,9 +23,9 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use cedar_policy::{
-    ActionConstraint, AuthorizationError, Authorizer, Context, Entities, Entity, EntityId,
-    EntityTypeName, EntityUid, Policy, PolicyId, PrincipalConstraint, Request, ResourceConstraint,
-    Response, Schema, Template, ValidationMode, ValidationWarning, Validator,
+    ActionConstraint, AuthorizationError, Authorizer, Context, Decision as CedarDecision, Entities,
+    Entity, EntityId, EntityTypeName, EntityUid, Policy, PolicyId, PrincipalConstraint, Request,
+    ResourceConstraint, Response, Schema, Template, ValidationMode, ValidationWarning, Validator,
 };
 
 use crate::limits::{SCOPE_NAME_CHARS_MAX, TOOL_NAME_BYTES_MAX};
@@ -482,6 +484,57 @@ impl Names {
     }
 }
 
+/// The policies of one index bucket, split by Cedar effect.
+#[derive(Default)]
+struct Halves {
+    /// Only the permits: its `reason()` lists every matching permit.
+    permits: cedar_policy::PolicySet,
+    /// Only the forbids: its `reason()` lists every matching forbid (deny and ask).
+    forbids: cedar_policy::PolicySet,
+}
+
+/// The policies indexed by their resource scope, the only part of a scope that names the
+/// resource. Every supported resource form matches exactly one key of a request (the resource
+/// is always `Tool::"C/T"` with parents `Connector::"C"` and `ToolName::"T"`, nothing else), and
+/// Cedar never evaluates the conditions of a policy whose scope does not match, so evaluating
+/// the ≤ 4 buckets a request can hit gives the same matches and the same errors as evaluating
+/// every policy — at a cost that does not grow with rules about other tools.
+#[derive(Default)]
+struct Index {
+    /// `resource == Tool::"C/T"`, keyed by the Tool's id `C/T`.
+    tools: HashMap<String, Halves>,
+    /// `resource in ToolName::"T"`, keyed by `T`.
+    tool_names: HashMap<String, Halves>,
+    /// `resource in Connector::"C"`, keyed by `C`.
+    connectors: HashMap<String, Halves>,
+    /// `resource`: every call.
+    global: Halves,
+}
+
+impl Index {
+    /// The bucket of a policy with this (already checked) scope.
+    fn bucket_mut(&mut self, scope: &Scope) -> &mut Halves {
+        match (&scope.tool, &scope.connector) {
+            (Some(tool), Some(connector)) => {
+                self.tools.entry(format!("{connector}/{tool}")).or_default()
+            }
+            (Some(tool), None) => self.tool_names.entry(tool.clone()).or_default(),
+            (None, Some(connector)) => self.connectors.entry(connector.clone()).or_default(),
+            (None, None) => &mut self.global,
+        }
+    }
+
+    /// The buckets a request for `Tool::"<tool_id>"` can hit, most specific first.
+    fn buckets<'a>(&'a self, tool_id: &str, req: &CallRequest<'_>) -> [Option<&'a Halves>; 4] {
+        [
+            self.tools.get(tool_id),
+            self.tool_names.get(req.tool),
+            self.connectors.get(req.connector),
+            Some(&self.global),
+        ]
+    }
+}
+
 /// A compiled, immutable set of policies. Cheap to share (`Send + Sync`); rebuild it on change.
 pub struct PolicySet {
     /// In seq order (ties by id, so the order is total).
@@ -489,10 +542,8 @@ pub struct PolicySet {
     /// Parallel to `infos`.
     scopes: Vec<(Scope, bool)>,
     by_id: HashMap<String, usize>,
-    /// Only the permits: its `reason()` lists every matching permit.
-    permits: cedar_policy::PolicySet,
-    /// Only the forbids: its `reason()` lists every matching forbid (deny and ask).
-    forbids: cedar_policy::PolicySet,
+    /// Every policy, in the one bucket its resource scope puts it in.
+    index: Index,
     authorizer: Authorizer,
     /// `None` only if Cedar refused our fixed type names, which would be a bug; `decide` then
     /// denies everything rather than guess.
@@ -874,8 +925,7 @@ impl PolicySet {
             infos: Vec::new(),
             scopes: Vec::new(),
             by_id: HashMap::new(),
-            permits: cedar_policy::PolicySet::new(),
-            forbids: cedar_policy::PolicySet::new(),
+            index: Index::default(),
             authorizer: Authorizer::new(),
             names: Names::new().ok(),
         }
@@ -885,6 +935,12 @@ impl PolicySet {
     /// `@holdcall_effect`, supported scope form, strict validation). The first failure, in
     /// seq order, is the error. Input order does not matter; `seq` does.
     pub fn compile(policies: &[StoredPolicy]) -> Result<PolicySet, PolicyError> {
+        PolicySet::build(policies, true)
+    }
+
+    /// `compile`, with or without the scope index (`false` puts every policy in the global
+    /// bucket: the reference the index is tested against).
+    fn build(policies: &[StoredPolicy], indexed: bool) -> Result<PolicySet, PolicyError> {
         let names = Names::new().map_err(|message| PolicyError::Schema { message })?;
         let validator = load_validator()?;
         let mut sorted: Vec<&StoredPolicy> = policies.iter().collect();
@@ -899,9 +955,14 @@ impl PolicySet {
                 });
             }
             let checked = compile_one(&validator, &stored.id, &stored.text)?;
+            let bucket = if indexed {
+                set.index.bucket_mut(&checked.scope)
+            } else {
+                &mut set.index.global
+            };
             let half = match checked.effect {
-                Effect::Allow => &mut set.permits,
-                Effect::Ask | Effect::Deny => &mut set.forbids,
+                Effect::Allow => &mut bucket.permits,
+                Effect::Ask | Effect::Deny => &mut bucket.forbids,
             };
             half.add(checked.policy)
                 .map_err(|e| PolicyError::DuplicateId {
@@ -961,7 +1022,12 @@ impl PolicySet {
 
     /// Builds the Cedar request and the entity slice: the Tool with its two parents, the
     /// parents themselves, and the Agent (`Agent::""` for an unenrolled session).
-    fn request(&self, names: &Names, req: &CallRequest<'_>) -> Result<(Request, Entities), String> {
+    fn request(
+        &self,
+        names: &Names,
+        req: &CallRequest<'_>,
+        tool_id: &str,
+    ) -> Result<(Request, Entities), String> {
         let agent = EntityUid::from_type_name_and_id(
             names.agent.clone(),
             EntityId::new(req.agent.unwrap_or("")),
@@ -970,10 +1036,7 @@ impl PolicySet {
             EntityUid::from_type_name_and_id(names.connector.clone(), EntityId::new(req.connector));
         let tool_name =
             EntityUid::from_type_name_and_id(names.tool_name.clone(), EntityId::new(req.tool));
-        let tool = EntityUid::from_type_name_and_id(
-            names.tool.clone(),
-            EntityId::new(format!("{}/{}", req.connector, req.tool)),
-        );
+        let tool = EntityUid::from_type_name_and_id(names.tool.clone(), EntityId::new(tool_id));
         let entities = Entities::from_entities(
             [
                 Entity::new_no_attrs(
@@ -1022,7 +1085,8 @@ impl PolicySet {
                 CedarDiagnostics::default(),
             );
         };
-        let (request, entities) = match self.request(names, req) {
+        let tool_id = format!("{}/{}", req.connector, req.tool);
+        let (request, entities) = match self.request(names, req, &tool_id) {
             Ok(parts) => parts,
             Err(e) => {
                 return Outcome::refuse(
@@ -1033,21 +1097,32 @@ impl PolicySet {
                 );
             }
         };
-        // Two calls, not one: in a single set `reason()` hides every permit once any forbid
-        // matches, and the wrapper needs every match.
-        let permit = self
-            .authorizer
-            .is_authorized(&request, &self.permits, &entities);
-        let forbid = self
-            .authorizer
-            .is_authorized(&request, &self.forbids, &entities);
-        let cedar = diagnostics(&permit, &forbid);
+        // Two calls per bucket, not one: in a single set `reason()` hides every permit once any
+        // forbid matches, and the wrapper needs every match. Only the buckets this request can
+        // hit are asked (see `Index`), and an empty half has nothing to say.
+        let mut permits: Vec<Response> = Vec::new();
+        let mut forbids: Vec<Response> = Vec::new();
+        for halves in self.index.buckets(&tool_id, req).into_iter().flatten() {
+            if !halves.permits.is_empty() {
+                permits.push(
+                    self.authorizer
+                        .is_authorized(&request, &halves.permits, &entities),
+                );
+            }
+            if !halves.forbids.is_empty() {
+                forbids.push(
+                    self.authorizer
+                        .is_authorized(&request, &halves.forbids, &entities),
+                );
+            }
+        }
+        let cedar = diagnostics(&permits, &forbids);
 
         let mut matching = Vec::new();
-        for id in permit
-            .diagnostics()
-            .reason()
-            .chain(forbid.diagnostics().reason())
+        for id in permits
+            .iter()
+            .chain(&forbids)
+            .flat_map(|r| r.diagnostics().reason())
         {
             match self.by_id.get(AsRef::<str>::as_ref(id)) {
                 Some(&i) => matching.push(i),
@@ -1063,7 +1138,7 @@ impl PolicySet {
         }
         // Skip-on-error would make an erroring forbid fail open; collect them to escalate.
         let mut errored: Vec<(usize, String)> = Vec::new();
-        for err in forbid.diagnostics().errors() {
+        for err in forbids.iter().flat_map(|r| r.diagnostics().errors()) {
             let AuthorizationError::PolicyEvaluationError(e) = err;
             match self.by_id.get(AsRef::<str>::as_ref(e.policy_id())) {
                 Some(&i) => errored.push((i, e.inner().to_string())),
@@ -1206,24 +1281,36 @@ impl PolicySet {
     }
 }
 
-fn diagnostics(permit: &Response, forbid: &Response) -> CedarDiagnostics {
-    let reasons = |r: &Response| {
-        let mut ids: Vec<String> = r.diagnostics().reason().map(ToString::to_string).collect();
+/// Cedar's answers for the permit halves and the forbid halves of the buckets asked, reported
+/// as if each kind had been one set: a permits-only set allows exactly when one of its permits
+/// matches, and a forbids-only set always denies (a match denies; no match allows nothing).
+fn diagnostics(permits: &[Response], forbids: &[Response]) -> CedarDiagnostics {
+    let reasons = |rs: &[Response]| {
+        let mut ids: Vec<String> = rs
+            .iter()
+            .flat_map(|r| r.diagnostics().reason())
+            .map(ToString::to_string)
+            .collect();
         ids.sort();
         ids
     };
-    let mut errors: Vec<String> = permit
-        .diagnostics()
-        .errors()
-        .chain(forbid.diagnostics().errors())
+    let mut errors: Vec<String> = permits
+        .iter()
+        .chain(forbids)
+        .flat_map(|r| r.diagnostics().errors())
         .map(ToString::to_string)
         .collect();
     errors.sort();
+    let permit_decision = if permits.iter().any(|r| r.decision() == CedarDecision::Allow) {
+        CedarDecision::Allow
+    } else {
+        CedarDecision::Deny
+    };
     CedarDiagnostics {
-        permit_decision: format!("{:?}", permit.decision()),
-        permit_reasons: reasons(permit),
-        forbid_decision: format!("{:?}", forbid.decision()),
-        forbid_reasons: reasons(forbid),
+        permit_decision: format!("{permit_decision:?}"),
+        permit_reasons: reasons(permits),
+        forbid_decision: format!("{:?}", CedarDecision::Deny),
+        forbid_reasons: reasons(forbids),
         errors,
     }
 }
@@ -2382,31 +2469,136 @@ mod tests {
         assert!(cases >= 252 + 9 * 2, "only {cases} cases");
     }
 
-    #[test]
-    fn decide_speed_with_ten_policies_is_printed() {
-        let policies: Vec<StoredPolicy> = (1..=10)
-            .map(|i| {
-                let s = match i % 4 {
-                    0 => scope(Some(&format!("tool{i}")), None, None),
-                    1 => scope(Some("t"), Some(&format!("agent{i}")), Some("c")),
-                    2 => scope(None, None, Some(&format!("conn{i}"))),
-                    _ => scope(None, Some("a"), None),
-                };
-                let effect = [Effect::Allow, Effect::Ask, Effect::Deny][i % 3];
-                rule(i as i64, effect, &s)
-            })
-            .collect();
-        let set = compile(&policies);
-        let req = call(Some("a"), "c", "t");
-        let rounds = 2000;
-        let start = std::time::Instant::now();
-        let mut denies = 0;
-        for _ in 0..rounds {
-            if set.decide(&req).effect == Effect::Deny {
-                denies += 1;
+    /// Every rule form a bucket can hold, for the index tests: exact tools (one with a `/` in
+    /// its tool name), tool names, connectors, defaults, agent-scoped ones, and `when` rules
+    /// that hold, fail, or cannot be evaluated.
+    fn index_universe() -> Vec<StoredPolicy> {
+        let tools = ["t", "u", "x/y"];
+        let connectors = ["c", "d"];
+        let mut scopes = vec![scope(None, None, None), scope(None, Some("a"), None)];
+        for c in connectors {
+            scopes.push(scope(None, None, Some(c)));
+            scopes.push(scope(None, Some("b"), Some(c)));
+            for t in tools {
+                scopes.push(scope(Some(t), None, Some(c)));
+                scopes.push(scope(Some(t), Some("a"), Some(c)));
             }
         }
-        let per = start.elapsed() / rounds;
-        eprintln!("decide with 10 policies: {per:?} per call ({denies} denies)");
+        for t in tools {
+            scopes.push(scope(Some(t), None, None));
+            scopes.push(scope(Some(t), Some("b"), None));
+        }
+        let mut out = Vec::new();
+        for (n, s) in scopes.iter().enumerate() {
+            let effect = [Effect::Allow, Effect::Deny, Effect::Ask][n % 3];
+            out.push(rule(n as i64 + 1, effect, s));
+        }
+        let seq = out.len() as i64;
+        let resources = [
+            "resource",
+            "resource == Tool::\"c/t\"",
+            "resource in ToolName::\"u\"",
+            "resource in Connector::\"d\"",
+        ];
+        let conditions = [
+            OVERFLOW,
+            "when { true }",
+            "unless { principal == Agent::\"a\" }",
+        ];
+        for (r, resource) in resources.iter().enumerate() {
+            for (k, condition) in conditions.iter().enumerate() {
+                for (e, (keyword, effect)) in
+                    [("permit", "allow"), ("forbid", "deny"), ("forbid", "ask")]
+                        .iter()
+                        .enumerate()
+                {
+                    let n = seq + 1 + (r * 9 + k * 3 + e) as i64;
+                    let id = format!("cond-{n}");
+                    out.push(raw(
+                        n,
+                        &id,
+                        &format!(
+                            "@id(\"{id}\")\n@holdcall_effect(\"{effect}\")\n{keyword} (principal, action, {resource}) {condition};"
+                        ),
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// A small deterministic generator (no dependency, same cases every run).
+    struct Lcg(u64);
+    impl Lcg {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((self.0 >> 33) as usize) % n
+        }
+    }
+
+    #[test]
+    fn the_scope_index_decides_exactly_as_evaluating_every_policy() {
+        let universe = index_universe();
+        let agents = [None, Some("a"), Some("b")];
+        let connectors = ["c", "d", "e", ""];
+        let tools = ["t", "u", "x/y", "y", "v"];
+        let mut rng = Lcg(7);
+        let mut compared = 0;
+        for round in 0..60 {
+            // A random subset of the universe, in a random order (seq still decides age).
+            let mut chosen: Vec<StoredPolicy> = universe
+                .iter()
+                .filter(|_| rng.below(4) == 0 || round == 0)
+                .cloned()
+                .collect();
+            for k in (1..chosen.len()).rev() {
+                chosen.swap(k, rng.below(k + 1));
+            }
+            let indexed = compile(&chosen);
+            let flat = PolicySet::build(&chosen, false).unwrap();
+            for agent in agents {
+                for connector in connectors {
+                    for tool in tools {
+                        let req = call(agent, connector, tool);
+                        let got = serde_json::to_value(indexed.explain(&req)).unwrap();
+                        let want = serde_json::to_value(flat.explain(&req)).unwrap();
+                        assert_eq!(got, want, "round {round}, request {req:?}");
+                        compared += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(compared, 60 * 3 * 4 * 5);
+    }
+
+    #[test]
+    fn a_call_evaluates_only_the_buckets_its_tool_name_and_connector_can_hit() {
+        let set = compile(&index_universe());
+        // Exact tool c/t, tool name t, connector c, and the global bucket: nothing else.
+        let hit: usize = set
+            .index
+            .buckets("c/t", &call(None, "c", "t"))
+            .into_iter()
+            .flatten()
+            .map(|h| h.permits.num_of_policies() + h.forbids.num_of_policies())
+            .sum();
+        let wanted = set
+            .scopes
+            .iter()
+            .filter(|(s, _)| match (s.tool.as_deref(), s.connector.as_deref()) {
+                (Some(t), Some(c)) => (c, t) == ("c", "t"),
+                (Some(t), None) => t == "t",
+                (None, Some(c)) => c == "c",
+                (None, None) => true,
+            })
+            .count();
+        assert_eq!(hit, wanted);
+        assert!(hit < set.info().len() / 2, "{hit} of {}", set.info().len());
+        // A tool name with a `/` lands in its exact-tool bucket, split at the connector's end.
+        assert!(set.index.tools.contains_key("c/x/y"));
+        assert!(set.index.tool_names.contains_key("x/y"));
     }
 }
