@@ -462,11 +462,9 @@ async fn handle(state: &State, owned: &mut HashSet<String>, req: Request) -> Nex
             ok,
             duration_ms,
         } => {
-            if !owned.contains(&session_id) {
-                return violation("this connection did not open that session");
-            }
-            one_way(
+            report(
                 state,
+                owned,
                 Kind::CallOutcome,
                 Fields {
                     session_id: Some(session_id),
@@ -482,11 +480,9 @@ async fn handle(state: &State, owned: &mut HashSet<String>, req: Request) -> Nex
             session_id,
             anomaly,
         } => {
-            if !owned.contains(&session_id) {
-                return violation("this connection did not open that session");
-            }
-            one_way(
+            report(
                 state,
+                owned,
                 Kind::Anomaly,
                 Fields {
                     session_id: Some(session_id),
@@ -600,6 +596,18 @@ fn current_policy(state: &State) -> Arc<PolicySet> {
         // guessing, and an empty set that errors is not available, so keep the last value.
         Err(poisoned) => Arc::clone(&poisoned.into_inner()),
     }
+}
+
+/// Journals a relay's report about a session this connection opened (and no other).
+async fn report(state: &State, owned: &HashSet<String>, kind: Kind, fields: Fields) -> Next {
+    if !fields
+        .session_id
+        .as_ref()
+        .is_some_and(|id| owned.contains(id))
+    {
+        return violation("this connection did not open that session");
+    }
+    one_way(state, kind, fields).await
 }
 
 async fn one_way(state: &State, kind: Kind, fields: Fields) -> Next {

@@ -1,7 +1,6 @@
-//! Every bound Holdcall enforces, with its unit and the reason for its size.
-//!
-//! Nothing else in the crate writes a bare number that limits input, time or memory:
-//! it names a constant from here, so a reviewer can see every limit in one place.
+//! Every bound on input, time and memory that Holdcall enforces, with its unit and the reason
+//! for its size, so a reviewer can see them in one place. Internal queue sizes (group commit,
+//! the relay's queues) are named constants beside the queue they size.
 
 use std::time::Duration;
 

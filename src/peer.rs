@@ -163,7 +163,8 @@ pub fn judge<F: AsFd>(sock: &F) -> Verdict {
 }
 
 /// True when `their_exe` names the path this binary runs from (the kernel appends " (deleted)"
-/// to a file replaced since it was executed). Only ever chooses wording, never authorises.
+/// to a file replaced since it was executed). It never admits a peer; it chooses the wording,
+/// and lets `daemon stop|restart` signal an older daemon of ours (same user, same path).
 fn same_launch_path(their_exe: &std::path::Path) -> bool {
     let theirs = their_exe.to_string_lossy();
     let theirs = theirs.strip_suffix(" (deleted)").unwrap_or(&theirs);

@@ -998,7 +998,8 @@ impl PolicySet {
         out
     }
 
-    /// The daemon's decision for one call. Pure; two Cedar evaluations and a ranking.
+    /// The daemon's decision for one call. Pure; Cedar evaluations of the (at most four) buckets
+    /// the call can hit, then a ranking.
     pub fn decide(&self, req: &CallRequest<'_>) -> Decision {
         self.evaluate(req).decision
     }

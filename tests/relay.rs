@@ -365,6 +365,14 @@ fn a_frame_at_the_cap_is_relayed_and_one_byte_over_is_dropped_whole() {
     assert!(rec.iter().all(|l| l.len() <= cap));
     let stderr = r.finish();
     assert!(stderr.contains("not relaying a line of"), "{stderr}");
+    assert_eq!(oversized_anomalies(&env), 1);
+}
+
+fn oversized_anomalies(env: &Env) -> usize {
+    journal_rows(&env.db())
+        .iter()
+        .filter(|e| e["kind"] == "anomaly" && e["anomaly"] == "oversized")
+        .count()
 }
 
 #[test]
@@ -377,4 +385,5 @@ fn a_server_line_over_the_cap_never_reaches_the_client() {
     assert!(before.is_empty(), "part of an oversized line came through");
     let stderr = r.finish();
     assert!(stderr.contains("from the server"), "{stderr}");
+    assert_eq!(oversized_anomalies(&env), 1);
 }
