@@ -19,6 +19,21 @@ fn socket_of(env: &Env) -> String {
     v["socket"].as_str().unwrap().to_string()
 }
 
+/// Kills helper processes when a test ends, passing or not, so none outlives it holding the
+/// test runner's pipes.
+struct KillOnDrop(Vec<i32>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        for &p in &self.0 {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(p),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
 fn assert_no_decision(a: &serde_json::Value) {
     assert!(is_refusal(a), "{a}");
     let text = a["result"]["content"][0]["text"].as_str().unwrap();
@@ -133,8 +148,10 @@ while True:
     let mut imp = Command::new("python3")
         .args(["-c", script, &socket])
         .stdout(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    let _guard = KillOnDrop(vec![imp.id() as i32]);
     let mut ready = String::new();
     BufReader::new(imp.stdout.take().unwrap())
         .read_line(&mut ready)
@@ -235,7 +252,11 @@ if os.fork() > 0:
 parent = os.getppid()
 while os.path.realpath(f"/proc/{parent}/exe") != os.path.realpath(holdcall):
     time.sleep(0.01)
-print(parent, flush=True)
+print(parent, os.getpid(), flush=True)
+# Let go of the test's pipes, so nothing waits on this process's output after the test.
+devnull = os.open(os.devnull, os.O_RDWR)
+for fd in (0, 1, 2):
+    os.dup2(devnull, fd)
 while True:
     c, _ = s.accept()
     f = c.makefile("rwb")
@@ -251,13 +272,19 @@ while True:
     let mut imp = Command::new("python3")
         .args(["-c", script, &socket, bin.to_str().unwrap()])
         .stdout(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut parent = String::new();
+    let mut pids = String::new();
     BufReader::new(imp.stdout.take().unwrap())
-        .read_line(&mut parent)
+        .read_line(&mut pids)
         .unwrap();
-    let parent: i32 = parent.trim().parse().unwrap();
+    let pids: Vec<i32> = pids
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    // Both the process that became Holdcall and its forked listener die with the test.
+    let _guard = KillOnDrop(pids);
     let mut r = env.relay("demo");
     r.handshake();
     r.send(&call("1", "echo", r#"{"text":"a"}"#));
@@ -270,10 +297,6 @@ while True:
     );
     let stderr = r.finish();
     assert!(stderr.contains("instead of the verified pid"), "{stderr}");
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(parent),
-        nix::sys::signal::Signal::SIGKILL,
-    );
     let _ = imp.kill();
     let _ = imp.wait();
 }
