@@ -717,7 +717,9 @@ async fn stop_daemon(home: &Home) -> Result<i32, CliError> {
     }
     let deadline = Instant::now() + limits::DAEMON_START_TIMEOUT;
     while Instant::now() < deadline {
-        if let Probe::NotRunning = wire::probe(home).await {
+        // Gone means its socket is gone and its lock released: a daemon still writing its
+        // last entries holds the lock after removing the socket.
+        if matches!(wire::probe(home).await, Probe::NotRunning) && wire::daemon_lock_free(home) {
             return Ok(0);
         }
         // Waiting for another process to let go of its socket: nothing to wait on but time.

@@ -341,6 +341,16 @@ pub async fn connect_or_start(home: &Home) -> Result<Conn, WireError> {
                     if let Ok(c) = connect(home).await {
                         break Ok(c);
                     }
+                    // Exit 0 means another daemon held the lock: one that is still stopping
+                    // (its socket already gone) or one that is starting. Once the lock is free
+                    // and nothing listens, start again, within the same deadline.
+                    if status.success() && Instant::now() < deadline {
+                        if daemon_lock_free(home) {
+                            child = start_daemon(home)?;
+                        }
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    }
                     break Err(WireError::Start(format!(
                         "it exited at once ({status}): {}",
                         last_log_line(&home.daemon_log_path())
@@ -365,6 +375,18 @@ pub async fn connect_or_start(home: &Home) -> Result<Conn, WireError> {
         let _ = child.wait();
     });
     result
+}
+
+/// True when no daemon of `home` holds its lock: none is running, not even one still stopping.
+pub fn daemon_lock_free(home: &Home) -> bool {
+    let Ok(file) = std::fs::OpenOptions::new()
+        .write(true)
+        .open(home.lock_path())
+    else {
+        return true;
+    };
+    // Taken and released at once: only a probe.
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).is_ok()
 }
 
 /// The daemon's last error in its log (`holdcall: …`, as `main` renders errors).
