@@ -219,6 +219,14 @@ pub enum PolicyCmd {
         #[arg(long, value_name = "ENTRY")]
         at: i64,
     },
+    /// Decide every call in a cases file and compare with the expected decisions (exit 1 on a
+    /// failure). Tests the policy in force, or only FILE with --policy (no daemon needed).
+    Test {
+        cases: PathBuf,
+        /// Test this policy file alone instead of the policy in force.
+        #[arg(long, value_name = "FILE")]
+        policy: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -263,6 +271,9 @@ pub enum CliError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     PolicyFile(#[from] crate::policyfile::FileRefused),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    PolicyCases(#[from] Box<crate::policytest::CasesError>),
     #[error("{0}")]
     #[diagnostic(code(holdcall::cli::refused))]
     Refused(String),
@@ -441,6 +452,7 @@ fn policy_cmd(action: PolicyCmd) -> Result<i32, CliError> {
         PolicyCmd::Diff { file } => return policy_import(&file, true),
         PolicyCmd::History => return policy_history(),
         PolicyCmd::Show { at } => return policy_show(at),
+        PolicyCmd::Test { cases, policy } => return policy_test(&cases, policy.as_deref()),
     };
     check_scope_locally(&sc)?;
     changed(ask_daemon(Request::PolicySet { effect, scope: sc })?)
@@ -550,6 +562,72 @@ fn policy_import(path: &std::path::Path, dry_run: bool) -> Result<i32, CliError>
     }
     writeln!(out, "{message}")?;
     Ok(0)
+}
+
+/// The policy a `policy test` runs against: FILE alone, or the set in force (as exported).
+fn policy_under_test(
+    policy: Option<&std::path::Path>,
+) -> Result<(String, crate::policy::PolicySet), CliError> {
+    let (name, text) = match policy {
+        Some(path) => {
+            let (name, text, _) = read_policy_file(path)?;
+            (name, text)
+        }
+        None => {
+            let Response::PolicyText { text } = ask_daemon(Request::PolicyExport)? else {
+                return Err(CliError::Unexpected);
+            };
+            ("the policy in force".to_string(), text)
+        }
+    };
+    let checked = crate::policyfile::check(&name, &text)?;
+    let stored: Vec<crate::policy::StoredPolicy> = checked
+        .policies
+        .into_iter()
+        .zip(1..)
+        .map(|(p, seq)| crate::policy::StoredPolicy {
+            seq,
+            id: p.id,
+            text: p.text,
+        })
+        .collect();
+    Ok((name, crate::policy::PolicySet::compile(&stored)?))
+}
+
+fn policy_test(cases: &std::path::Path, policy: Option<&std::path::Path>) -> Result<i32, CliError> {
+    let text = std::fs::read_to_string(cases)?;
+    let cases = crate::policytest::parse(&cases.display().to_string(), &text)?;
+    let (name, set) = policy_under_test(policy)?;
+    let results = crate::policytest::run(&set, &cases);
+    let mut out = std::io::stdout().lock();
+    let mut failed = 0usize;
+    for r in &results {
+        if r.passed() {
+            writeln!(out, "pass  {}", visible(&r.case.name))?;
+        } else {
+            failed += 1;
+            writeln!(
+                out,
+                "FAIL  {} ({}): expected {}, got {}{}: {}",
+                visible(&r.case.name),
+                r.case.at,
+                r.case.expect.as_str(),
+                r.decision.effect.as_str(),
+                r.decision
+                    .policy_id
+                    .as_deref()
+                    .map_or_else(String::new, |id| format!(" by {id}")),
+                visible(&r.decision.reason)
+            )?;
+        }
+    }
+    writeln!(
+        out,
+        "{} of {} cases passed against {name}",
+        results.len() - failed,
+        results.len()
+    )?;
+    Ok(if failed == 0 { 0 } else { 1 })
 }
 
 fn policy_export(output: Option<PathBuf>) -> Result<i32, CliError> {

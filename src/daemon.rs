@@ -176,14 +176,37 @@ struct State {
     sessions: Mutex<HashMap<String, Session>>,
     shutdown: Notify,
     durability: Durability,
-    /// `HOLDCALL_CLOCK` (an RFC 3339 instant) fixes the clock policies see, so tests of time
-    /// conditions are deterministic; unset, the system clock.
+    /// A fixed clock for the tests of time conditions (`fixed_clock`); `None`, the system clock.
     fixed_clock: Option<Clock>,
 }
 
 impl State {
     fn clock(&self) -> Clock {
         self.fixed_clock.unwrap_or_else(Clock::system)
+    }
+}
+
+/// `HOLDCALL_CLOCK` (an RFC 3339 instant) fixes the clock policies see, so tests of time
+/// conditions are deterministic. Time conditions are security rules, so only a debug build
+/// (what the tests run) honours it; a release build ignores it and says so in the daemon log.
+fn fixed_clock(var: Option<String>, debug_build: bool) -> Option<Clock> {
+    let raw = var?;
+    if !debug_build {
+        tracing::warn!(
+            "HOLDCALL_CLOCK is set and ignored: a release build takes the time policies see only \
+             from the system clock"
+        );
+        return None;
+    }
+    match Clock::parse(&raw) {
+        Some(c) => {
+            tracing::warn!("debug build: policies see the fixed time {raw} (HOLDCALL_CLOCK)");
+            Some(c)
+        }
+        None => {
+            tracing::warn!("HOLDCALL_CLOCK {raw:?} is not an RFC 3339 time; ignored");
+            None
+        }
     }
 }
 
@@ -306,9 +329,7 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
         sessions: Mutex::new(HashMap::new()),
         shutdown: Notify::new(),
         durability,
-        fixed_clock: std::env::var("HOLDCALL_CLOCK")
-            .ok()
-            .and_then(|c| Clock::parse(&c)),
+        fixed_clock: fixed_clock(std::env::var("HOLDCALL_CLOCK").ok(), cfg!(debug_assertions)),
     });
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -1154,6 +1175,15 @@ async fn policy_import(state: &State, file: String, text: String, dry_run: bool)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_debug_build_takes_its_clock_from_holdcall_clock() {
+        let t = Some("2026-01-03T20:00:00+00:00".to_string());
+        assert_eq!(fixed_clock(t.clone(), true).map(|c| c.hour()), Some(20));
+        assert_eq!(fixed_clock(t, false), None);
+        assert_eq!(fixed_clock(Some("soon".into()), true), None);
+        assert_eq!(fixed_clock(None, true), None);
+    }
 
     #[test]
     fn session_ids_are_32_hex_characters() {

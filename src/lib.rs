@@ -12,6 +12,7 @@
 //! - `context`: the Cedar context of a call (arguments mapped without JSON escapes, time). No I/O.
 //! - `policy`: Cedar: compile, validate, evaluate, the precedence wrapper, explain. No I/O.
 //! - `policyfile`: policy files: splitting, checking and linting with located reports. No I/O.
+//! - `policytest`: `policy test` cases files, decided with the daemon's own function. No I/O.
 //! - `journal`: SQLite storage, the canonical encoding, the hash chain, verify.
 //! - `config`: the home, its private directories, the socket path, `config.toml`.
 //! - `cli`: the commands and their output.
@@ -30,6 +31,7 @@ pub mod limits;
 pub mod peer;
 pub mod policy;
 pub mod policyfile;
+pub mod policytest;
 pub mod relay;
 pub mod wire;
 

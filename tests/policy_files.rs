@@ -242,3 +242,42 @@ fn arguments_beyond_the_caps_are_refused_when_a_rule_reads_them() {
     // A tool no argument rule could apply to is decided normally.
     assert!(!refused(&env, "add", &deep));
 }
+
+#[test]
+fn hostile_arguments_are_read_whole_or_refused_never_half_blind() {
+    let env = Env::fast();
+    let f = write(
+        &env,
+        "hostile.cedar",
+        "@id(\"big-n\")\nforbid (principal, action, resource in ToolName::\"echo\")\nwhen { context has arguments.n && context.arguments.n like \"*999*\" };\n",
+    );
+    env.ok(&["policy", "import", &f]);
+    // Numbers Cedar cannot hold arrive as their exact JSON text, never rounded or dropped.
+    assert!(refused(&env, "echo", r#"{"n":1e999999}"#));
+    let huge = format!("{{\"n\":{}}}", "9".repeat(400));
+    assert!(refused(&env, "echo", &huge));
+    assert!(refused(&env, "echo", r#"{"n":0.99999}"#));
+    // A repeated key (a server may take either value) is refused, at the top level and deep
+    // inside: the relay's frame reader refuses it before the daemon's arguments reader sees it,
+    // and the arguments reader refuses it too (`context` unit test `caps_refuse_the_whole_tree`).
+    assert!(refused(&env, "echo", r#"{"m":"dev","m":"main"}"#));
+    assert!(refused(&env, "echo", r#"{"a":{"b":[{"c":1,"c":2}]}}"#));
+    // Nesting one level past the cap is refused whole; at the cap it is read.
+    let nest = |n: usize| format!("{}1{}", "{\"a\":".repeat(n), "}".repeat(n));
+    assert!(refused(&env, "echo", &nest(33)));
+    assert!(!refused(&env, "echo", &nest(32)));
+    // A tool no argument rule could apply to is decided normally.
+    assert!(!refused(&env, "add", &nest(33)));
+    let rows = journal_rows(&env.db());
+    let reasons: Vec<&str> = rows
+        .iter()
+        .filter(|r| r["kind"] == "call.request" && r["decision"] == "deny")
+        .filter_map(|r| r["reason"].as_str())
+        .collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("nest deeper than 32 levels")),
+        "{reasons:?}"
+    );
+}
