@@ -190,8 +190,42 @@ pub enum PolicyCmd {
         tool: String,
         #[command(flatten)]
         scope: ScopeArgs,
+        /// The call's arguments, as a JSON object.
+        #[arg(long, value_name = "JSON")]
+        arguments: Option<String>,
         #[arg(long)]
         json: bool,
+    },
+    /// Import a file of Cedar policies (replacing what the same file imported last time).
+    Import {
+        file: PathBuf,
+        /// Print the diff and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Print the whole policy set in force as Cedar (command-line rules included).
+    Export {
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Check a policy file as an import would, changing nothing.
+    Validate { file: PathBuf },
+    /// Show what importing a file would change, changing nothing.
+    Diff { file: PathBuf },
+    /// Every policy change recorded in the journal, with its diff.
+    History,
+    /// The policy set as it stood at a journal entry, rebuilt from the recorded diffs alone.
+    Show {
+        #[arg(long, value_name = "ENTRY")]
+        at: i64,
+    },
+    /// Decide every call in a cases file and compare with the expected decisions (exit 1 on a
+    /// failure). Tests the policy in force, or only FILE with --policy (no daemon needed).
+    Test {
+        cases: PathBuf,
+        /// Test this policy file alone instead of the policy in force.
+        #[arg(long, value_name = "FILE")]
+        policy: Option<PathBuf>,
     },
 }
 
@@ -234,6 +268,12 @@ pub enum CliError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Policy(#[from] crate::policy::PolicyError),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    PolicyFile(#[from] crate::policyfile::FileRefused),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    PolicyCases(#[from] Box<crate::policytest::CasesError>),
     #[error("{0}")]
     #[diagnostic(code(holdcall::cli::refused))]
     Refused(String),
@@ -403,8 +443,16 @@ fn policy_cmd(action: PolicyCmd) -> Result<i32, CliError> {
         PolicyCmd::Explain {
             tool,
             scope: s,
+            arguments,
             json,
-        } => return policy_explain(tool, s, json),
+        } => return policy_explain(tool, s, arguments, json),
+        PolicyCmd::Import { file, dry_run } => return policy_import(&file, dry_run),
+        PolicyCmd::Export { output } => return policy_export(output),
+        PolicyCmd::Validate { file } => return policy_validate(&file),
+        PolicyCmd::Diff { file } => return policy_import(&file, true),
+        PolicyCmd::History => return policy_history(),
+        PolicyCmd::Show { at } => return policy_show(at),
+        PolicyCmd::Test { cases, policy } => return policy_test(&cases, policy.as_deref()),
     };
     check_scope_locally(&sc)?;
     changed(ask_daemon(Request::PolicySet { effect, scope: sc })?)
@@ -473,12 +521,178 @@ fn policy_list(json: bool) -> Result<i32, CliError> {
     Ok(0)
 }
 
-fn policy_explain(tool: String, s: ScopeArgs, json: bool) -> Result<i32, CliError> {
+/// Reads a policy file and checks it locally, so errors show with their source; the daemon
+/// checks again before it changes anything.
+fn read_policy_file(path: &std::path::Path) -> Result<(String, String, Vec<String>), CliError> {
+    let text = std::fs::read_to_string(path)?;
+    let name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let checked = crate::policyfile::check(&name, &text)?;
+    Ok((name, text, checked.warnings))
+}
+
+fn policy_validate(path: &std::path::Path) -> Result<i32, CliError> {
+    let (name, text, warnings) = read_policy_file(path)?;
+    for w in &warnings {
+        eprintln!("{w}");
+    }
+    let n = crate::policyfile::split(&text).len();
+    println!("{name}: {n} policies, valid ({} warnings)", warnings.len());
+    Ok(0)
+}
+
+fn policy_import(path: &std::path::Path, dry_run: bool) -> Result<i32, CliError> {
+    let (file, text, warnings) = read_policy_file(path)?;
+    for w in &warnings {
+        eprintln!("{w}");
+    }
+    let Response::PolicyImported { message, diff, .. } = ask_daemon(Request::PolicyImport {
+        file,
+        text,
+        dry_run,
+    })?
+    else {
+        return Err(CliError::Unexpected);
+    };
+    let mut out = std::io::stdout().lock();
+    if dry_run {
+        write!(out, "{diff}")?;
+    }
+    writeln!(out, "{message}")?;
+    Ok(0)
+}
+
+/// The policy a `policy test` runs against: FILE alone, or the set in force (as exported).
+fn policy_under_test(
+    policy: Option<&std::path::Path>,
+) -> Result<(String, crate::policy::PolicySet), CliError> {
+    let (name, text) = match policy {
+        Some(path) => {
+            let (name, text, _) = read_policy_file(path)?;
+            (name, text)
+        }
+        None => {
+            let Response::PolicyText { text } = ask_daemon(Request::PolicyExport)? else {
+                return Err(CliError::Unexpected);
+            };
+            ("the policy in force".to_string(), text)
+        }
+    };
+    let checked = crate::policyfile::check(&name, &text)?;
+    let stored: Vec<crate::policy::StoredPolicy> = checked
+        .policies
+        .into_iter()
+        .zip(1..)
+        .map(|(p, seq)| crate::policy::StoredPolicy {
+            seq,
+            id: p.id,
+            text: p.text,
+        })
+        .collect();
+    Ok((name, crate::policy::PolicySet::compile(&stored)?))
+}
+
+fn policy_test(cases: &std::path::Path, policy: Option<&std::path::Path>) -> Result<i32, CliError> {
+    let text = std::fs::read_to_string(cases)?;
+    let cases = crate::policytest::parse(&cases.display().to_string(), &text)?;
+    let (name, set) = policy_under_test(policy)?;
+    let results = crate::policytest::run(&set, &cases);
+    let mut out = std::io::stdout().lock();
+    let mut failed = 0usize;
+    for r in &results {
+        if r.passed() {
+            writeln!(out, "pass  {}", visible(&r.case.name))?;
+        } else {
+            failed += 1;
+            writeln!(
+                out,
+                "FAIL  {} ({}): expected {}, got {}{}: {}",
+                visible(&r.case.name),
+                r.case.at,
+                r.case.expect.as_str(),
+                r.decision.effect.as_str(),
+                r.decision
+                    .policy_id
+                    .as_deref()
+                    .map_or_else(String::new, |id| format!(" by {id}")),
+                visible(&r.decision.reason)
+            )?;
+        }
+    }
+    writeln!(
+        out,
+        "{} of {} cases passed against {name}",
+        results.len() - failed,
+        results.len()
+    )?;
+    Ok(if failed == 0 { 0 } else { 1 })
+}
+
+fn policy_export(output: Option<PathBuf>) -> Result<i32, CliError> {
+    let Response::PolicyText { text } = ask_daemon(Request::PolicyExport)? else {
+        return Err(CliError::Unexpected);
+    };
+    match output {
+        Some(path) => std::fs::write(path, text)?,
+        None => std::io::stdout().lock().write_all(text.as_bytes())?,
+    }
+    Ok(0)
+}
+
+fn policy_changes() -> Result<Vec<Entry>, CliError> {
+    let home = Home::from_env()?;
+    let reader = open_reader(&home)?;
+    Ok(reader.entries(&LogFilter {
+        kind: Some("policy.change".into()),
+        ..LogFilter::default()
+    })?)
+}
+
+fn policy_history() -> Result<i32, CliError> {
+    let mut out = std::io::stdout().lock();
+    for e in policy_changes()? {
+        writeln!(
+            out,
+            "entry {}  {}  {}",
+            e.chain_seq,
+            local_time(&e.occurred_at),
+            visible(e.fields.reason.as_deref().unwrap_or(""))
+        )?;
+        write!(out, "{}", e.fields.detail.as_deref().unwrap_or(""))?;
+        writeln!(out)?;
+    }
+    Ok(0)
+}
+
+fn policy_show(at: i64) -> Result<i32, CliError> {
+    let mut text = String::new();
+    for e in policy_changes()?.into_iter().filter(|e| e.chain_seq <= at) {
+        text = crate::policy::apply_unified_diff(&text, e.fields.detail.as_deref().unwrap_or(""))
+            .map_err(|why| {
+            CliError::Refused(format!(
+                "the diff of entry {} does not apply: {why}",
+                e.chain_seq
+            ))
+        })?;
+    }
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    Ok(0)
+}
+
+fn policy_explain(
+    tool: String,
+    s: ScopeArgs,
+    arguments: Option<String>,
+    json: bool,
+) -> Result<i32, CliError> {
     crate::policy::validate_tool_name(&tool)?;
     let Response::Explain { explanation } = ask_daemon(Request::PolicyExplain {
         agent: s.agent,
         connector: s.connector,
         tool,
+        arguments,
     })?
     else {
         return Err(CliError::Unexpected);
@@ -519,6 +733,23 @@ pub fn write_explanation(out: &mut impl Write, e: &Explanation) -> std::io::Resu
         )?;
         for line in w.text.lines() {
             writeln!(out, "    {line}")?;
+        }
+    }
+    if !e.considered.is_empty() {
+        writeln!(out, "  every rule that could apply:")?;
+        for c in &e.considered {
+            write!(
+                out,
+                "    {}  {}  specificity {}: {}",
+                c.id,
+                c.effect.as_str(),
+                c.specificity,
+                c.outcome
+            )?;
+            match &c.detail {
+                Some(d) => writeln!(out, " ({d})")?,
+                None => writeln!(out)?,
+            }
         }
     }
     if e.matching.len() > 1 {

@@ -17,6 +17,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{Notify, oneshot};
 
 use crate::config::{Config, Home};
+use crate::context::{CallContext, Clock};
 use crate::journal::{self, Durability, Entry, Fields, Journal, Kind, NewPolicy, PolicyRow};
 use crate::limits;
 use crate::peer;
@@ -175,6 +176,38 @@ struct State {
     sessions: Mutex<HashMap<String, Session>>,
     shutdown: Notify,
     durability: Durability,
+    /// A fixed clock for the tests of time conditions (`fixed_clock`); `None`, the system clock.
+    fixed_clock: Option<Clock>,
+}
+
+impl State {
+    fn clock(&self) -> Clock {
+        self.fixed_clock.unwrap_or_else(Clock::system)
+    }
+}
+
+/// `HOLDCALL_CLOCK` (an RFC 3339 instant) fixes the clock policies see, so tests of time
+/// conditions are deterministic. Time conditions are security rules, so only a debug build
+/// (what the tests run) honours it; a release build ignores it and says so in the daemon log.
+fn fixed_clock(var: Option<String>, debug_build: bool) -> Option<Clock> {
+    let raw = var?;
+    if !debug_build {
+        tracing::warn!(
+            "HOLDCALL_CLOCK is set and ignored: a release build takes the time policies see only \
+             from the system clock"
+        );
+        return None;
+    }
+    match Clock::parse(&raw) {
+        Some(c) => {
+            tracing::warn!("debug build: policies see the fixed time {raw} (HOLDCALL_CLOCK)");
+            Some(c)
+        }
+        None => {
+            tracing::warn!("HOLDCALL_CLOCK {raw:?} is not an RFC 3339 time; ignored");
+            None
+        }
+    }
 }
 
 fn stored(rows: &[PolicyRow]) -> Vec<StoredPolicy> {
@@ -296,6 +329,7 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
         sessions: Mutex::new(HashMap::new()),
         shutdown: Notify::new(),
         durability,
+        fixed_clock: fixed_clock(std::env::var("HOLDCALL_CLOCK").ok(), cfg!(debug_assertions)),
     });
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -454,8 +488,13 @@ async fn handle(state: &State, owned: &mut HashSet<String>, req: Request) -> Nex
             seq,
             tool,
             args_digest,
-            ..
-        } => call_request(state, owned, session_id, seq, tool, args_digest).await,
+            arguments,
+            arguments_omitted,
+        } => {
+            let ctx =
+                CallContext::from_call(arguments.as_deref(), arguments_omitted, state.clock());
+            call_request(state, owned, session_id, seq, tool, args_digest, ctx).await
+        }
         Request::CallOutcome {
             session_id,
             seq,
@@ -525,6 +564,7 @@ async fn handle(state: &State, owned: &mut HashSet<String>, req: Request) -> Nex
             agent,
             connector,
             tool,
+            arguments,
         } => {
             if let Err(e) = policy::validate_tool_name(&tool) {
                 return error(e.to_string());
@@ -537,15 +577,27 @@ async fn handle(state: &State, owned: &mut HashSet<String>, req: Request) -> Nex
                 }
             }
             let set = current_policy(state);
-            let explanation = set.explain(&CallRequest {
-                agent: agent.as_deref(),
-                connector: connector.as_deref().unwrap_or(""),
-                tool: &tool,
-            });
+            let ctx = CallContext::from_call(arguments.as_deref(), false, state.clock());
+            let explanation = set.explain_with(
+                &CallRequest {
+                    agent: agent.as_deref(),
+                    connector: connector.as_deref().unwrap_or(""),
+                    tool: &tool,
+                },
+                &ctx,
+            );
             Next::Reply(Response::Explain {
                 explanation: Box::new(explanation),
             })
         }
+        Request::PolicyImport {
+            file,
+            text,
+            dry_run,
+        } => policy_import(state, file, text, dry_run).await,
+        Request::PolicyExport => Next::Reply(Response::PolicyText {
+            text: current_policy(state).text(),
+        }),
         Request::Status => {
             let head = state.writer.ask(Op::Head).await.ok().flatten();
             let sessions = state.sessions.lock().map(|s| s.len()).unwrap_or(0);
@@ -706,6 +758,7 @@ async fn call_request(
     seq: i64,
     tool: String,
     args_digest: String,
+    ctx: CallContext,
 ) -> Next {
     if !owned.contains(&session_id) {
         return violation("this connection did not open that session");
@@ -742,11 +795,14 @@ async fn call_request(
         return violation("args_digest is a SHA-256 in hex");
     }
     let set = current_policy(state);
-    let decision = set.decide(&CallRequest {
-        agent: agent.as_deref(),
-        connector: &connector,
-        tool: &tool,
-    });
+    let decision = set.decide_with(
+        &CallRequest {
+            agent: agent.as_deref(),
+            connector: &connector,
+            tool: &tool,
+        },
+        &ctx,
+    );
     let verdict = match decision.effect {
         Effect::Allow => Verdict::Allow,
         Effect::Ask => Verdict::Ask,
@@ -967,9 +1023,167 @@ async fn apply_change(
     }
 }
 
+/// The `source` of every policy a file contributed: re-importing the file replaces them.
+fn file_source(file: &str) -> String {
+    format!("file:{file}")
+}
+
+/// Imports a policy file: every policy in it is added, changed (same id, different canonical
+/// text) or unchanged; what the same file contributed last time and no longer holds is removed.
+/// One transaction, one `policy.change` entry with the file's name and SHA-256, the ids and the
+/// diff of the whole set's text. A file with any error changes nothing.
+async fn policy_import(state: &State, file: String, text: String, dry_run: bool) -> Next {
+    let checked = match crate::policyfile::check(&file, &text) {
+        Ok(c) => c,
+        Err(refused) => return error(refused.plain()),
+    };
+    let mut rows = state.rows.lock().await;
+    let source = file_source(&file);
+    let mut added = Vec::new();
+    let mut changed = Vec::new();
+    let mut keep_ids = HashSet::new();
+    for p in &checked.policies {
+        keep_ids.insert(p.id.clone());
+        match rows.iter().find(|r| r.id == p.id) {
+            Some(r) if crate::policyfile::canonical(&r.text) == p.text => {}
+            Some(_) => changed.push(p.clone()),
+            None => added.push(p.clone()),
+        }
+    }
+    let removed: Vec<String> = rows
+        .iter()
+        .filter(|r| r.source == source && !keep_ids.contains(&r.id))
+        .map(|r| r.id.clone())
+        .collect();
+    let summary = |verb: &str| {
+        let ids = |v: Vec<String>| {
+            if v.is_empty() {
+                "none".to_string()
+            } else {
+                v.join(", ")
+            }
+        };
+        format!(
+            "{verb} {file} (sha256 {}): added {}; changed {}; removed {}",
+            crate::frame::sha256_hex(text.as_bytes()),
+            ids(added.iter().map(|p| p.id.clone()).collect()),
+            ids(changed.iter().map(|p| p.id.clone()).collect()),
+            ids(removed.clone()),
+        )
+    };
+    let mut next = match state.writer.ask(Op::NextPolicySeq).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return error(format!("the policy table cannot be read: {e}")),
+        Err(e) => return error(e.to_string()),
+    };
+    let mut proposed: Vec<StoredPolicy> = stored(&rows)
+        .into_iter()
+        .filter(|p| !removed.contains(&p.id) && !changed.iter().any(|c| c.id == p.id))
+        .collect();
+    let mut add = Vec::new();
+    for p in added.iter().chain(&changed) {
+        let (effect, specificity) = match policy::parse_effect_and_specificity(&p.id, &p.text) {
+            Ok(x) => x,
+            Err(e) => return error(format!("the import does not compile: {e}")),
+        };
+        proposed.push(StoredPolicy {
+            seq: next,
+            id: p.id.clone(),
+            text: p.text.clone(),
+        });
+        add.push(NewPolicy {
+            seq: next,
+            id: p.id.clone(),
+            source: source.clone(),
+            text: p.text.clone(),
+            effect: effect.as_str().into(),
+            specificity,
+            tool: None,
+            agent: None,
+            connector: None,
+        });
+        next += 1;
+    }
+    let new_set = match PolicySet::compile(&proposed) {
+        Ok(s) => s,
+        Err(e) => {
+            return error(format!(
+                "the import does not compile with the policies in force: {e}"
+            ));
+        }
+    };
+    let diff = policy::unified_diff(
+        &current_policy(state).text(),
+        &new_set.text(),
+        "policy before",
+        "policy after",
+    );
+    let mut remove = removed.clone();
+    remove.extend(changed.iter().map(|p| p.id.clone()));
+    if dry_run || diff.is_empty() && remove.is_empty() && add.is_empty() {
+        let message = if diff.is_empty() && add.is_empty() && remove.is_empty() {
+            format!("{file}: nothing to change")
+        } else {
+            summary("would import")
+        };
+        return Next::Reply(Response::PolicyImported {
+            message,
+            diff,
+            changed: false,
+            chain_seq: None,
+        });
+    }
+    let message = summary("imported");
+    let fields = Fields {
+        client: Some(file.clone()),
+        reason: Some(message.clone()),
+        detail: Some(diff.clone()),
+        ..Fields::default()
+    };
+    match state
+        .writer
+        .ask(|reply| Op::ChangePolicies {
+            add,
+            remove,
+            fields,
+            reply,
+        })
+        .await
+    {
+        Ok(Ok((entry, new_rows))) => {
+            *rows = new_rows;
+            if let Ok(mut p) = state.policy.write() {
+                *p = Arc::new(new_set);
+            }
+            Next::Reply(Response::PolicyImported {
+                message: format!(
+                    "{message} (recorded in the journal as entry {})",
+                    entry.chain_seq
+                ),
+                diff,
+                changed: true,
+                chain_seq: Some(entry.chain_seq),
+            })
+        }
+        Ok(Err(e)) => error(format!(
+            "the import could not be recorded, so nothing changed: {e}"
+        )),
+        Err(e) => error(e.to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_debug_build_takes_its_clock_from_holdcall_clock() {
+        let t = Some("2026-01-03T20:00:00+00:00".to_string());
+        assert_eq!(fixed_clock(t.clone(), true).map(|c| c.hour()), Some(20));
+        assert_eq!(fixed_clock(t, false), None);
+        assert_eq!(fixed_clock(Some("soon".into()), true), None);
+        assert_eq!(fixed_clock(None, true), None);
+    }
 
     #[test]
     fn session_ids_are_32_hex_characters() {

@@ -9,7 +9,10 @@
 //! - `wire`: the daemon socket's messages, bounded reads, and verified dialing.
 //! - `peer`: who is on the other end of a socket, by the kernel's word.
 //! - `daemon`: sessions, the decision service, and the single writer of the database.
+//! - `context`: the Cedar context of a call (arguments mapped without JSON escapes, time). No I/O.
 //! - `policy`: Cedar: compile, validate, evaluate, the precedence wrapper, explain. No I/O.
+//! - `policyfile`: policy files: splitting, checking and linting with located reports. No I/O.
+//! - `policytest`: `policy test` cases files, decided with the daemon's own function. No I/O.
 //! - `journal`: SQLite storage, the canonical encoding, the hash chain, verify.
 //! - `config`: the home, its private directories, the socket path, `config.toml`.
 //! - `cli`: the commands and their output.
@@ -19,6 +22,7 @@
 pub mod bench;
 pub mod cli;
 pub mod config;
+pub mod context;
 pub mod daemon;
 pub mod demo;
 pub mod frame;
@@ -26,6 +30,8 @@ pub mod journal;
 pub mod limits;
 pub mod peer;
 pub mod policy;
+pub mod policyfile;
+pub mod policytest;
 pub mod relay;
 pub mod wire;
 

@@ -53,3 +53,21 @@ pub const LOG_DEFAULT_LIMIT: usize = 50;
 const _: () = assert!(ARGUMENTS_BYTES_MAX <= SOCKET_LINE_BYTES_MAX / 2);
 const _: () = assert!(ARGUMENTS_BYTES_MAX < FRAME_BYTES_MAX);
 const _: () = assert!(TOOL_NAME_BYTES_MAX < ARGUMENTS_BYTES_MAX);
+
+/// Deepest nesting of a call's arguments (objects and arrays, the arguments object itself is
+/// depth 1) that the daemon turns into Cedar values. Real tool arguments nest a few levels; a
+/// deeper call is not evaluated half-blind but refused or held when a rule reads its arguments.
+pub const ARGUMENTS_DEPTH_MAX: usize = 32;
+
+/// Most JSON values (every scalar, array and object counts one) in a call's arguments that the
+/// daemon turns into Cedar values. Bounds the work and memory of one decision.
+pub const ARGUMENTS_VALUES_MAX: usize = 10_000;
+
+/// Largest policy file (bytes) `holdcall policy import|validate|diff` accepts. The CLI sends the
+/// text to the daemon inside one socket line, where JSON escaping can double some bytes.
+pub const POLICY_FILE_BYTES_MAX: usize = 512 * 1024;
+
+const _: () = assert!(ARGUMENTS_DEPTH_MAX < JSON_DEPTH_MAX);
+const _: () = assert!(ARGUMENTS_VALUES_MAX < ARGUMENTS_BYTES_MAX);
+// A policy file escaped into JSON is at most twice its size (plus room for the envelope).
+const _: () = assert!(POLICY_FILE_BYTES_MAX * 2 < SOCKET_LINE_BYTES_MAX);

@@ -23,11 +23,12 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use cedar_policy::{
-    ActionConstraint, AuthorizationError, Authorizer, Context, Decision as CedarDecision, Entities,
-    Entity, EntityId, EntityTypeName, EntityUid, Policy, PolicyId, PrincipalConstraint, Request,
+    ActionConstraint, AuthorizationError, Authorizer, Decision as CedarDecision, Entities, Entity,
+    EntityId, EntityTypeName, EntityUid, Policy, PolicyId, PrincipalConstraint, Request,
     ResourceConstraint, Response, Schema, Template, ValidationMode, ValidationWarning, Validator,
 };
 
+use crate::context::CallContext;
 use crate::limits::{SCOPE_NAME_CHARS_MAX, TOOL_NAME_BYTES_MAX};
 
 /// The schema every policy is validated against, embedded so the binary cannot drift from it.
@@ -284,6 +285,17 @@ pub enum PolicyError {
     )]
     Validation { id: String, message: String },
 
+    #[error("policy {id} reads `context.{path}` without a `has` guard")]
+    #[diagnostic(
+        code(holdcall::policy::unguarded_argument),
+        help(
+            "a deny or ask rule whose condition errors would fail open in Cedar (Holdcall fails \
+             closed instead, refusing every call it could apply to); guard the access: \
+             `context has {path} && context.{path} …`"
+        )
+    )]
+    UnguardedArgument { id: String, path: String },
+
     #[error("two stored policies have the id {id:?}")]
     #[diagnostic(
         code(holdcall::policy::duplicate_id),
@@ -459,6 +471,8 @@ struct Checked {
     scope: Scope,
     /// Whether it has `when`/`unless`: shown in reasons because it matched only because of them.
     conditional: bool,
+    /// Whether a condition reads `context.arguments`.
+    reads_arguments: bool,
 }
 
 /// Type names and the action, parsed once so `decide` builds requests without parsing.
@@ -541,6 +555,8 @@ pub struct PolicySet {
     infos: Vec<PolicyInfo>,
     /// Parallel to `infos`.
     scopes: Vec<(Scope, bool)>,
+    /// Parallel to `infos`: whether the policy reads `context.arguments`.
+    reads_args: Vec<bool>,
     by_id: HashMap<String, usize>,
     /// Every policy, in the one bucket its resource scope puts it in.
     index: Index,
@@ -754,7 +770,7 @@ fn check_one(stored_id: &str, text: &str) -> Result<(Policy, Effect), PolicyErro
     Ok((policy, effect))
 }
 
-fn load_validator() -> Result<Validator, PolicyError> {
+pub fn load_validator() -> Result<Validator, PolicyError> {
     let (schema, _warnings) =
         Schema::from_cedarschema_str(SCHEMA_TEXT).map_err(|e| PolicyError::Schema {
             message: e.to_string(),
@@ -767,38 +783,303 @@ fn load_validator() -> Result<Validator, PolicyError> {
 /// is always a mistake, so it is refused like an error. Other warnings (confusable or
 /// bidirectional characters in names) are legitimate in tool names and are let through.
 fn validate_one(validator: &Validator, id: &str, policy: &Policy) -> Result<(), PolicyError> {
-    let mut single = cedar_policy::PolicySet::new();
-    single
-        .add(policy.clone())
-        .map_err(|e| PolicyError::Syntax {
-            id: id.to_string(),
-            message: e.to_string(),
-        })?;
-    let result = validator.validate(&single, ValidationMode::Strict);
-    let mut messages: Vec<String> = result
-        .validation_errors()
-        .map(ToString::to_string)
-        .collect();
-    messages.extend(
-        result
-            .validation_warnings()
-            .filter(|w| {
-                matches!(
-                    w,
-                    ValidationWarning::ImpossiblePolicy(_)
-                        | ValidationWarning::InvalidActionApplication(_)
-                )
-            })
-            .map(ToString::to_string),
-    );
-    if messages.is_empty() {
+    let problems = validation_problems(validator, id, policy);
+    if problems.is_empty() {
         Ok(())
     } else {
+        let messages: Vec<&str> = problems.iter().map(|p| p.message.as_str()).collect();
         Err(PolicyError::Validation {
             id: id.to_string(),
             message: messages.join("; "),
         })
     }
+}
+
+/// One finding of strict validation, with its byte span in the policy's text when Cedar gave one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidationProblem {
+    pub message: String,
+    pub span: Option<(usize, usize)>,
+    pub help: Option<String>,
+}
+
+fn problem_of(d: &(impl miette::Diagnostic + std::fmt::Display)) -> ValidationProblem {
+    let span = d
+        .labels()
+        .and_then(|mut l| l.next())
+        .map(|l| (l.offset(), l.len()));
+    ValidationProblem {
+        message: d.to_string(),
+        span,
+        help: d.help().map(|h| h.to_string()),
+    }
+}
+
+/// Whether a validation error is only "this argument attribute is not declared": arguments
+/// depend on the tool, so the schema cannot declare them (docs/decisions/0005).
+fn is_argument_access(message: &str) -> bool {
+    message.contains("attribute `arguments.") && message.contains("in context for")
+}
+
+/// Strict validation of one policy against the schema, every problem kept. Argument attributes
+/// are the one thing the schema cannot declare: errors about them alone are dropped, and a policy
+/// that reads them is also validated as a copy whose argument `has` tests are `true` (on the
+/// empty `arguments` record Cedar types them `false` and stops checking what they guard), so the
+/// rest of its condition is still type-checked.
+pub fn validation_problems(
+    validator: &Validator,
+    id: &str,
+    policy: &Policy,
+) -> Vec<ValidationProblem> {
+    let reads = reads_arguments(policy);
+    let mut out: Vec<ValidationProblem> = Vec::new();
+    let run = |p: &Policy, impossible_counts: bool, out: &mut Vec<ValidationProblem>| {
+        let mut single = cedar_policy::PolicySet::new();
+        if let Err(e) = single.add(p.clone()) {
+            out.push(ValidationProblem {
+                message: format!("policy {id}: {e}"),
+                span: None,
+                help: None,
+            });
+            return;
+        }
+        let result = validator.validate(&single, ValidationMode::Strict);
+        for e in result.validation_errors() {
+            let problem = problem_of(e);
+            if !is_argument_access(&problem.message)
+                && !out.iter().any(|o| o.message == problem.message)
+            {
+                out.push(problem);
+            }
+        }
+        for w in result.validation_warnings() {
+            let counts = match w {
+                ValidationWarning::ImpossiblePolicy(_) => impossible_counts,
+                ValidationWarning::InvalidActionApplication(_) => true,
+                _ => false,
+            };
+            if counts {
+                out.push(problem_of(w));
+            }
+        }
+    };
+    run(policy, !reads, &mut out);
+    if reads {
+        match argument_guards_as_true(id, policy) {
+            Some(copy) => run(&copy, true, &mut out),
+            None => out.push(ValidationProblem {
+                message: format!(
+                    "policy {id}: its argument conditions could not be prepared for validation"
+                ),
+                span: None,
+                help: None,
+            }),
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading conditions (Cedar's JSON form, EST)
+// ---------------------------------------------------------------------------------------------
+
+fn est_bodies(policy: &Policy) -> Vec<serde_json::Value> {
+    let Ok(est) = policy.to_json() else {
+        return Vec::new();
+    };
+    est.get("conditions")
+        .and_then(|c| c.as_array())
+        .map(|cs| cs.iter().filter_map(|c| c.get("body").cloned()).collect())
+        .unwrap_or_default()
+}
+
+/// The attribute path a `context.a.b…` expression reads (`[]` for `context` itself).
+fn context_path(e: &serde_json::Value) -> Option<Vec<String>> {
+    if e.get("Var").and_then(|v| v.as_str()) == Some("context") {
+        return Some(Vec::new());
+    }
+    let dot = e.get(".")?;
+    let mut p = context_path(dot.get("left")?)?;
+    p.push(dot.get("attr")?.as_str()?.to_string());
+    Some(p)
+}
+
+/// The path a `has` node tests: `left` then `attr`, which Cedar's JSON gives as one name, or
+/// as a list of names for an extended `has` (`context has arguments.branch`).
+fn has_path(node: &serde_json::Value) -> Option<Vec<String>> {
+    let mut p = context_path(node.get("left")?)?;
+    match node.get("attr")? {
+        serde_json::Value::String(a) => p.push(a.clone()),
+        serde_json::Value::Array(a) => {
+            for x in a {
+                p.push(x.as_str()?.to_string());
+            }
+        }
+        _ => return None,
+    }
+    Some(p)
+}
+
+fn is_args_path(p: &[String]) -> bool {
+    p.first().is_some_and(|a| a == "arguments")
+}
+
+/// Whether any condition reads `context.arguments` (by access or `has`).
+pub fn reads_arguments(policy: &Policy) -> bool {
+    fn walk(e: &serde_json::Value) -> bool {
+        for key in [".", "has"] {
+            if let Some(node) = e.get(key)
+                && let Some(p) = has_path(node)
+                && is_args_path(&p)
+            {
+                return true;
+            }
+        }
+        match e {
+            serde_json::Value::Object(m) => m.values().any(walk),
+            serde_json::Value::Array(a) => a.iter().any(walk),
+            _ => false,
+        }
+    }
+    est_bodies(policy).iter().any(walk)
+}
+
+/// Paths known present when `e` is true: its `has` tests, through `&&`.
+fn facts(e: &serde_json::Value, out: &mut HashSet<Vec<String>>) {
+    if let Some(node) = e.get("has")
+        && let Some(p) = has_path(node)
+    {
+        // `has a.b` makes `a` and `a.b` present.
+        for n in 1..=p.len() {
+            out.insert(p.iter().take(n).cloned().collect());
+        }
+    }
+    if let Some(node) = e.get("&&") {
+        if let Some(l) = node.get("left") {
+            facts(l, out);
+        }
+        if let Some(r) = node.get("right") {
+            facts(r, out);
+        }
+    }
+}
+
+/// The first `context.arguments.X…` access not guarded by a `has` that is true wherever it is
+/// evaluated (the left of an `&&`, or the condition of an `if`).
+fn unguarded(e: &serde_json::Value, guards: &HashSet<Vec<String>>) -> Option<Vec<String>> {
+    if let Some(node) = e.get(".")
+        && let (Some(left), Some(attr)) =
+            (node.get("left"), node.get("attr").and_then(|a| a.as_str()))
+    {
+        if let Some(mut p) = context_path(left) {
+            p.push(attr.to_string());
+            if is_args_path(&p) && p.len() > 1 && !guards.contains(&p) {
+                return Some(p);
+            }
+        }
+        return unguarded(left, guards);
+    }
+    if let Some(node) = e.get("has") {
+        return node.get("left").and_then(|l| unguarded(l, guards));
+    }
+    if let Some(node) = e.get("&&") {
+        let left = node.get("left")?;
+        if let Some(p) = unguarded(left, guards) {
+            return Some(p);
+        }
+        let mut more = guards.clone();
+        facts(left, &mut more);
+        return node.get("right").and_then(|r| unguarded(r, &more));
+    }
+    if let Some(node) = e.get("if-then-else") {
+        let cond = node.get("if")?;
+        if let Some(p) = unguarded(cond, guards) {
+            return Some(p);
+        }
+        let mut more = guards.clone();
+        facts(cond, &mut more);
+        if let Some(p) = node.get("then").and_then(|t| unguarded(t, &more)) {
+            return Some(p);
+        }
+        return node.get("else").and_then(|x| unguarded(x, guards));
+    }
+    match e {
+        serde_json::Value::Object(m) => m.values().find_map(|v| unguarded(v, guards)),
+        serde_json::Value::Array(a) => a.iter().find_map(|v| unguarded(v, guards)),
+        _ => None,
+    }
+}
+
+/// The first unguarded argument access of a policy, as `arguments.x.y`.
+pub fn unguarded_argument(policy: &Policy) -> Option<String> {
+    est_bodies(policy)
+        .iter()
+        .find_map(|b| unguarded(b, &HashSet::new()))
+        .map(|p| p.join("."))
+}
+
+/// A copy of the policy whose `has` tests on arguments are the literal `true`: validation only.
+fn argument_guards_as_true(id: &str, policy: &Policy) -> Option<Policy> {
+    fn rewrite(e: &mut serde_json::Value) {
+        let is_args_has = e
+            .get("has")
+            .and_then(has_path)
+            .is_some_and(|p| is_args_path(&p));
+        if is_args_has {
+            *e = serde_json::json!({ "Value": true });
+            return;
+        }
+        match e {
+            serde_json::Value::Object(m) => m.values_mut().for_each(rewrite),
+            serde_json::Value::Array(a) => a.iter_mut().for_each(rewrite),
+            _ => {}
+        }
+    }
+    let mut est = policy.to_json().ok()?;
+    if let Some(conds) = est.get_mut("conditions") {
+        rewrite(conds);
+    }
+    Policy::from_json(Some(PolicyId::new(id)), est).ok()
+}
+
+/// Import warnings for one policy (they never refuse it): conditions that test the principal or
+/// the resource like a scope would (they add no specificity), and agents that are not enrolled.
+pub fn lint_warnings(policy: &Policy) -> Vec<String> {
+    fn scope_like(e: &serde_json::Value) -> bool {
+        for key in ["==", "in", "is"] {
+            if let Some(node) = e.get(key)
+                && let Some(left) = node.get("left")
+                && matches!(
+                    left.get("Var").and_then(|v| v.as_str()),
+                    Some("principal" | "resource")
+                )
+            {
+                return true;
+            }
+        }
+        match e {
+            serde_json::Value::Object(m) => m.values().any(scope_like),
+            serde_json::Value::Array(a) => a.iter().any(scope_like),
+            _ => false,
+        }
+    }
+    let mut out = Vec::new();
+    if est_bodies(policy).iter().any(scope_like) {
+        out.push(
+            "a condition tests `principal` or `resource` like a scope would, but conditions add no \
+             specificity: move the test into the scope (`principal == Agent::\"A\"`, `resource in \
+             Connector::\"C\"`, …) if the rule should outrank less specific ones"
+                .to_string(),
+        );
+    }
+    if let PrincipalConstraint::Eq(u) = policy.principal_constraint() {
+        out.push(format!(
+            "agent {:?} is not enrolled: enrolment does not exist yet, so every session is \
+             unenrolled and this rule matches no call today",
+            u.id().unescaped()
+        ));
+    }
+    out
 }
 
 /// The full check of one stored policy, in the order a user should fix things: syntax, id,
@@ -807,7 +1088,18 @@ fn compile_one(validator: &Validator, id: &str, text: &str) -> Result<Checked, P
     let (policy, effect) = check_one(id, text)?;
     validate_one(validator, id, &policy)?;
     let scope = read_scope(id, &policy)?;
+    // A permit that errors is skipped, which only takes an allow away; a forbid that errors
+    // would fail open in Cedar, so its argument reads must be guarded.
+    if effect != Effect::Allow
+        && let Some(path) = unguarded_argument(&policy)
+    {
+        return Err(PolicyError::UnguardedArgument {
+            id: id.to_string(),
+            path,
+        });
+    }
     Ok(Checked {
+        reads_arguments: reads_arguments(&policy),
         effect,
         specificity: specificity_of_scope(&scope),
         scope,
@@ -867,10 +1159,27 @@ pub struct Explanation {
     pub matching: Vec<PolicyInfo>,
     pub tie_break: String,
     pub cedar: CedarDiagnostics,
+    /// Every policy that could apply (its scope's bucket is one the call hits), in seq order,
+    /// with what became of it.
+    #[serde(default)]
+    pub considered: Vec<Considered>,
+}
+
+/// One policy that could apply to a call, and what its evaluation gave.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Considered {
+    pub id: String,
+    pub effect: Effect,
+    pub specificity: i64,
+    /// `matched`, `not matched`, `errored` or `not evaluated`.
+    pub outcome: String,
+    /// Cedar's error message, or why the rule was not evaluated.
+    pub detail: Option<String>,
 }
 
 /// The wrapper's full result; `decide` keeps the decision, `explain` keeps everything.
 struct Outcome {
+    considered: Vec<Considered>,
     decision: Decision,
     decider: Option<usize>,
     matching: Vec<usize>,
@@ -882,6 +1191,7 @@ impl Outcome {
     /// A decision reached without ranking: fail closed.
     fn refuse(reason: String, cedar: CedarDiagnostics) -> Outcome {
         Outcome {
+            considered: Vec::new(),
             decision: Decision {
                 effect: Effect::Deny,
                 policy_id: None,
@@ -924,6 +1234,7 @@ impl PolicySet {
         PolicySet {
             infos: Vec::new(),
             scopes: Vec::new(),
+            reads_args: Vec::new(),
             by_id: HashMap::new(),
             index: Index::default(),
             authorizer: Authorizer::new(),
@@ -977,6 +1288,7 @@ impl PolicySet {
                 text: stored.text.clone(),
             });
             set.scopes.push((checked.scope, checked.conditional));
+            set.reads_args.push(checked.reads_arguments);
         }
         Ok(set)
     }
@@ -1001,13 +1313,31 @@ impl PolicySet {
     /// The daemon's decision for one call. Pure; Cedar evaluations of the (at most four) buckets
     /// the call can hit, then a ranking.
     pub fn decide(&self, req: &CallRequest<'_>) -> Decision {
-        self.evaluate(req).decision
+        self.evaluate(req, &CallContext::empty()).decision
+    }
+
+    /// `decide` with the call's arguments and the time. A rule that reads `context.arguments`
+    /// is never evaluated on arguments that could not be read (omitted, beyond a cap,
+    /// unreadable): such a deny or ask rule that could apply refuses or holds the call, and such
+    /// an allow rule cannot allow it.
+    pub fn decide_with(&self, req: &CallRequest<'_>, ctx: &CallContext) -> Decision {
+        self.evaluate(req, ctx).decision
+    }
+
+    /// `explain` with the call's arguments and the time.
+    pub fn explain_with(&self, req: &CallRequest<'_>, ctx: &CallContext) -> Explanation {
+        let outcome = self.evaluate(req, ctx);
+        self.explanation(req, outcome)
     }
 
     /// The same evaluation as `decide`, with every matching policy, the tie-break and Cedar's
     /// own diagnostics per half.
     pub fn explain(&self, req: &CallRequest<'_>) -> Explanation {
-        let outcome = self.evaluate(req);
+        let outcome = self.evaluate(req, &CallContext::empty());
+        self.explanation(req, outcome)
+    }
+
+    fn explanation(&self, req: &CallRequest<'_>, outcome: Outcome) -> Explanation {
         let pick = |i: &usize| self.infos.get(*i).cloned();
         Explanation {
             agent: req.agent.map(str::to_string),
@@ -1017,6 +1347,7 @@ impl PolicySet {
             matching: outcome.matching.iter().filter_map(pick).collect(),
             tie_break: outcome.tie_break,
             cedar: outcome.cedar,
+            considered: outcome.considered,
             decision: outcome.decision,
         }
     }
@@ -1028,6 +1359,7 @@ impl PolicySet {
         names: &Names,
         req: &CallRequest<'_>,
         tool_id: &str,
+        ctx: &CallContext,
     ) -> Result<(Request, Entities), String> {
         let agent = EntityUid::from_type_name_and_id(
             names.agent.clone(),
@@ -1052,7 +1384,7 @@ impl PolicySet {
         )
         .map_err(|e| e.to_string())?;
         // No schema here: a call must be decided, never rejected for its shape.
-        let request = Request::new(agent, names.call.clone(), tool, Context::empty(), None)
+        let request = Request::new(agent, names.call.clone(), tool, ctx.to_cedar()?, None)
             .map_err(|e| e.to_string())?;
         Ok((request, entities))
     }
@@ -1079,7 +1411,7 @@ impl PolicySet {
         s
     }
 
-    fn evaluate(&self, req: &CallRequest<'_>) -> Outcome {
+    fn evaluate(&self, req: &CallRequest<'_>, ctx: &CallContext) -> Outcome {
         let Some(names) = &self.names else {
             return Outcome::refuse(
                 "Holdcall could not set up its Cedar names, so every call is denied".to_string(),
@@ -1087,7 +1419,7 @@ impl PolicySet {
             );
         };
         let tool_id = format!("{}/{}", req.connector, req.tool);
-        let (request, entities) = match self.request(names, req, &tool_id) {
+        let (request, entities) = match self.request(names, req, &tool_id, ctx) {
             Ok(parts) => parts,
             Err(e) => {
                 return Outcome::refuse(
@@ -1137,6 +1469,16 @@ impl PolicySet {
                 }
             }
         }
+        let permit_errors: Vec<(usize, String)> = permits
+            .iter()
+            .flat_map(|r| r.diagnostics().errors())
+            .filter_map(|err| {
+                let AuthorizationError::PolicyEvaluationError(e) = err;
+                self.by_id
+                    .get(AsRef::<str>::as_ref(e.policy_id()))
+                    .map(|&i| (i, e.inner().to_string()))
+            })
+            .collect();
         // Skip-on-error would make an erroring forbid fail open; collect them to escalate.
         let mut errored: Vec<(usize, String)> = Vec::new();
         for err in forbids.iter().flat_map(|r| r.diagnostics().errors()) {
@@ -1153,10 +1495,75 @@ impl PolicySet {
                 }
             }
         }
+        // Every policy the call's buckets hold could apply; Cedar said which matched or erred.
+        let mut could_apply: Vec<usize> = self
+            .index
+            .buckets(&tool_id, req)
+            .into_iter()
+            .flatten()
+            .flat_map(|h| h.permits.policies().chain(h.forbids.policies()))
+            .filter_map(|p| self.by_id.get(AsRef::<str>::as_ref(p.id())).copied())
+            .collect();
+        could_apply.sort_unstable();
+        could_apply.dedup();
+        let reads = |i: usize| self.reads_args.get(i).copied().unwrap_or(true);
+        // Arguments that could not be read: no rule that reads them decides on the stand-in
+        // empty record. Their matches and errors are dropped; a deny or ask among them sets a
+        // floor below (refuse or hold), an allow among them cannot allow.
+        let args_problem = ctx.arguments.as_ref().err();
+        if let Some(problem) = args_problem {
+            matching.retain(|&i| !reads(i));
+            errored.retain(|(i, _)| !reads(*i));
+            for &i in &could_apply {
+                if reads(i)
+                    && self
+                        .infos
+                        .get(i)
+                        .is_some_and(|info| info.effect != Effect::Allow)
+                {
+                    errored.push((i, format!("it reads the call's arguments, and {problem}")));
+                }
+            }
+        }
+        let considered: Vec<Considered> = could_apply
+            .iter()
+            .filter_map(|&i| {
+                let info = self.infos.get(i)?;
+                let (outcome, detail) = if let (true, Some(problem)) = (reads(i), args_problem) {
+                    ("not evaluated", Some(problem.to_string()))
+                } else if let Some((_, msg)) = errored.iter().find(|(e, _)| *e == i) {
+                    ("errored", Some(msg.clone()))
+                } else if let Some(msg) =
+                    permit_errors.iter().find(|(e, _)| *e == i).map(|(_, m)| m)
+                {
+                    ("errored", Some(msg.clone()))
+                } else if matching.contains(&i) {
+                    ("matched", None)
+                } else {
+                    ("not matched", None)
+                };
+                Some(Considered {
+                    id: info.id.clone(),
+                    effect: info.effect,
+                    specificity: info.specificity,
+                    outcome: outcome.to_string(),
+                    detail,
+                })
+            })
+            .collect();
         matching.sort_by_key(|&i| self.rank_key(i));
         matching.dedup();
 
         let (mut decision, mut decider, mut tie_break) = self.rank(&matching);
+        if let Some(problem) = args_problem
+            && decision.effect == Effect::Allow
+            && could_apply.iter().any(|&i| reads(i))
+        {
+            let _ = write!(
+                decision.reason,
+                "; rules that read the arguments were not evaluated: {problem}"
+            );
+        }
 
         // Fail closed: the strictest errored forbid sets a floor on the decision (whatever its
         // specificity: we cannot know whether it would have matched); among equals, the
@@ -1195,6 +1602,7 @@ impl PolicySet {
             }
         }
         Outcome {
+            considered,
             decision,
             decider,
             matching,
@@ -1330,6 +1738,65 @@ pub fn unified_diff(before: &str, after: &str, before_label: &str, after_label: 
         .context_radius(3)
         .header(before_label, after_label)
         .to_string()
+}
+
+/// Applies a unified diff made by `unified_diff` to `before` (the text it was made from).
+/// `""` is no change. Used to rebuild past policy sets from the journal's diffs alone.
+pub fn apply_unified_diff(before: &str, diff: &str) -> Result<String, String> {
+    if diff.is_empty() {
+        return Ok(before.to_string());
+    }
+    let old: Vec<&str> = before.split_inclusive('\n').collect();
+    let mut out = String::new();
+    let mut pos = 0usize; // next line of `old` not yet copied
+    for line in diff.split_inclusive('\n') {
+        if line.starts_with("--- ") || line.starts_with("+++ ") {
+            continue;
+        }
+        if let Some(header) = line.strip_prefix("@@ -") {
+            let start = header
+                .split([',', ' '])
+                .next()
+                .and_then(|n| n.parse::<usize>().ok())
+                .ok_or_else(|| format!("bad hunk header {line:?}"))?;
+            let count_zero = header.split(' ').next().is_some_and(|r| r.ends_with(",0"));
+            // `-0,0` and `-N,0` name the line before the hunk; otherwise the hunk starts at N.
+            let target = if count_zero {
+                start
+            } else {
+                start.saturating_sub(1)
+            };
+            if target < pos {
+                return Err(format!("hunk {line:?} goes backwards"));
+            }
+            for l in old.get(pos..target).ok_or("a hunk starts past the end")? {
+                out.push_str(l);
+            }
+            pos = target;
+            continue;
+        }
+        if line.starts_with('\\') {
+            continue;
+        }
+        let (tag, body) = line.split_at(line.chars().next().map_or(0, char::len_utf8));
+        match tag {
+            " " | "-" => {
+                if old.get(pos).copied() != Some(body) {
+                    return Err(format!("line {} does not match the diff", pos + 1));
+                }
+                if tag == " " {
+                    out.push_str(body);
+                }
+                pos += 1;
+            }
+            "+" => out.push_str(body),
+            _ => return Err(format!("unexpected diff line {line:?}")),
+        }
+    }
+    for l in old.get(pos..).unwrap_or(&[]) {
+        out.push_str(l);
+    }
+    Ok(out)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2564,8 +3031,25 @@ mod tests {
                 for connector in connectors {
                     for tool in tools {
                         let req = call(agent, connector, tool);
-                        let got = serde_json::to_value(indexed.explain(&req)).unwrap();
-                        let want = serde_json::to_value(flat.explain(&req)).unwrap();
+                        // `considered` lists what the buckets hold, so the flat set also lists
+                        // rules whose scope cannot match; what matched or erred must agree.
+                        let strip = |e: Explanation| {
+                            let decided: Vec<Considered> = e
+                                .considered
+                                .iter()
+                                .filter(|c| c.outcome != "not matched")
+                                .cloned()
+                                .collect();
+                            let mut v = serde_json::to_value(Explanation {
+                                considered: Vec::new(),
+                                ..e
+                            })
+                            .unwrap();
+                            v["decided"] = serde_json::to_value(decided).unwrap();
+                            v
+                        };
+                        let got = strip(indexed.explain(&req));
+                        let want = strip(flat.explain(&req));
                         assert_eq!(got, want, "round {round}, request {req:?}");
                         compared += 1;
                     }

@@ -65,7 +65,20 @@ pub enum Request {
         agent: Option<String>,
         connector: Option<String>,
         tool: String,
+        /// The call's arguments as JSON text, to explain argument conditions.
+        #[serde(default)]
+        arguments: Option<String>,
     },
+    /// Import a policy file's text (the daemon is the only writer); `dry_run` only diffs.
+    #[serde(rename = "policy.import")]
+    PolicyImport {
+        file: String,
+        text: String,
+        dry_run: bool,
+    },
+    /// The whole policy set in force as Cedar text.
+    #[serde(rename = "policy.export")]
+    PolicyExport,
     #[serde(rename = "daemon.status")]
     Status,
     #[serde(rename = "daemon.shutdown")]
@@ -120,6 +133,15 @@ pub enum Response {
     },
     #[serde(rename = "policy.list")]
     PolicyList { policies: Vec<ListedPolicy> },
+    #[serde(rename = "policy.imported")]
+    PolicyImported {
+        message: String,
+        diff: String,
+        changed: bool,
+        chain_seq: Option<i64>,
+    },
+    #[serde(rename = "policy.text")]
+    PolicyText { text: String },
     #[serde(rename = "policy.explain")]
     Explain { explanation: Box<Explanation> },
     #[serde(rename = "daemon.status")]
