@@ -28,7 +28,6 @@ use common::*;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Instant;
 
 use rmcp::ServiceExt;
 use rmcp::model::{
@@ -73,24 +72,43 @@ impl Server {
 }
 
 /// Starts `command` as an rmcp child-process transport and runs the client's handshake. The
-/// child's stderr goes to `stderr`, so a failure can show it.
-async fn connect(mut command: tokio::process::Command, stderr: &Path) -> Client {
+/// child's stderr is copied to `stderr`, so a failure can show it; the receiver fires when that
+/// pipe closes, that is when the child and everything it started (which inherit the pipe) have
+/// exited.
+async fn connect(
+    mut command: tokio::process::Command,
+    stderr: &Path,
+) -> (Client, tokio::sync::oneshot::Receiver<()>) {
     let log = std::fs::File::create(stderr).unwrap();
     command.kill_on_drop(true);
-    let (transport, _) = TokioChildProcess::builder(command)
-        .stderr(Stdio::from(log))
+    let (transport, pipe) = TokioChildProcess::builder(command)
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let (gone_tx, gone) = tokio::sync::oneshot::channel();
+    let mut pipe = pipe.unwrap();
+    tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        let mut log = log;
+        let mut buf = vec![0u8; 8192];
+        while let Ok(n) = pipe.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            let _ = std::io::Write::write_all(&mut log, &buf[..n]);
+        }
+        let _ = gone_tx.send(());
+    });
     let started = tokio::time::timeout(PATIENCE, ().serve(transport)).await;
     match started {
-        Ok(Ok(client)) => client,
+        Ok(Ok(client)) => (client, gone),
         Ok(Err(e)) => panic!("the rmcp client could not start: {e}\n{}", read(stderr)),
         Err(_) => panic!("no handshake within the patience limit\n{}", read(stderr)),
     }
 }
 
 /// The rmcp client talking to `server` directly.
-async fn direct(env: &Env, server: &Server) -> Client {
+async fn direct(env: &Env, server: &Server) -> (Client, tokio::sync::oneshot::Receiver<()>) {
     let mut command = tokio::process::Command::new(&server.program);
     command.args(&server.args);
     connect(command, &env.dir.path().join("direct.stderr")).await
@@ -98,7 +116,11 @@ async fn direct(env: &Env, server: &Server) -> Client {
 
 /// The rmcp client talking to `server` through `holdcall serve --connector CONNECTOR`, with
 /// this environment's private home and runtime directory (so its own daemon).
-async fn relayed(env: &Env, connector: &str, server: &Server) -> Client {
+async fn relayed(
+    env: &Env,
+    connector: &str,
+    server: &Server,
+) -> (Client, tokio::sync::oneshot::Receiver<()>) {
     let mut command = tokio::process::Command::new(Env::bin());
     command
         .args(["serve", "--connector", connector, "--client", "rmcp", "--"])
@@ -208,20 +230,14 @@ fn session_entries(env: &Env) -> Vec<String> {
         .collect()
 }
 
-/// Waits for the relay's `session.end` in the journal: the relay exited when the client closed.
-fn wait_for_session_end(env: &Env) {
-    let deadline = Instant::now() + PATIENCE;
-    while !journal_rows(&env.db())
-        .iter()
-        .any(|e| e["kind"] == "session.end")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the relay never ended its session\n{}",
-            read(&env.dir.path().join("relay.stderr"))
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+/// Waits until the relay and its server have exited (their stderr pipe closed): the relay
+/// writes `session.end` before it exits.
+async fn wait_for_exit(env: &Env, gone: tokio::sync::oneshot::Receiver<()>) {
+    assert!(
+        tokio::time::timeout(PATIENCE, gone).await.is_ok(),
+        "the relay never exited\n{}",
+        read(&env.dir.path().join("relay.stderr"))
+    );
 }
 
 /// The whole check, for one server: direct session, relayed session, then what the server
@@ -237,7 +253,7 @@ async fn through_the_relay_as_directly(
 
     let direct_record = env.dir.path().join("direct.record");
     let direct_server = server(&direct_record);
-    let direct_seen = session(direct(&env, &direct_server).await).await;
+    let direct_seen = session(direct(&env, &direct_server).await.0).await;
     // Directly, the server does run delete_file: the refusal below is Holdcall's doing.
     assert_ne!(
         direct_seen.delete.is_error,
@@ -248,7 +264,8 @@ async fn through_the_relay_as_directly(
     assert!(text_of(&direct_seen.delete).contains("pretended to delete /tmp/precious"));
 
     let relay_record = env.dir.path().join("relay.record");
-    let seen = session(relayed(&env, connector, &server(&relay_record)).await).await;
+    let (client, relay_gone) = relayed(&env, connector, &server(&relay_record)).await;
+    let seen = session(client).await;
 
     // The same tools, and the same result for the allowed call, as directly.
     assert_eq!(seen.tools, direct_seen.tools);
@@ -317,7 +334,7 @@ async fn through_the_relay_as_directly(
 
     // The journal: the echo allowed and answered, delete_file denied by the rule, nothing
     // else; the session ended when the client closed, in the revision the two negotiated.
-    wait_for_session_end(&env);
+    wait_for_exit(&env, relay_gone).await;
     assert_eq!(
         session_entries(&env),
         [
