@@ -190,6 +190,9 @@ pub fn pass_credentials<F: AsFd>(sock: &F) -> std::io::Result<()> {
 pub struct CheckedReader {
     stream: tokio::net::unix::OwnedReadHalf,
     buf: Vec<u8>,
+    /// One read's worth of bytes, reused: a decision's round trip reads a short line, and
+    /// zeroing a fresh 64 KiB each time would cost more than the read.
+    chunk: Vec<u8>,
     pid: i32,
 }
 
@@ -201,6 +204,7 @@ impl CheckedReader {
         CheckedReader {
             stream,
             buf: Vec::new(),
+            chunk: vec![0u8; READ_CHUNK_BYTES],
             pid,
         }
     }
@@ -219,8 +223,14 @@ impl CheckedReader {
             if self.buf.len() >= max {
                 return Err(too_long(max));
             }
-            let mut chunk = vec![0u8; READ_CHUNK_BYTES];
-            let (n, sender) = self.recv(&mut chunk).await?;
+            if self.chunk.len() != READ_CHUNK_BYTES {
+                // A read that was cancelled midway (a timeout) took the buffer with it.
+                self.chunk = vec![0u8; READ_CHUNK_BYTES];
+            }
+            let mut chunk = std::mem::take(&mut self.chunk);
+            let received = self.recv(&mut chunk).await;
+            self.chunk = chunk;
+            let (n, sender) = received?;
             if n == 0 {
                 return Ok(None);
             }
@@ -237,7 +247,7 @@ impl CheckedReader {
                 ));
             }
             self.buf
-                .extend_from_slice(chunk.get(..n).unwrap_or_default());
+                .extend_from_slice(self.chunk.get(..n).unwrap_or_default());
         }
     }
 
