@@ -491,6 +491,13 @@ async fn handle(state: &State, owned: &mut HashSet<String>, req: Request) -> Nex
             arguments,
             arguments_omitted,
         } => {
+            // The arguments a rule reads must be the bytes the journal's digest names.
+            if arguments
+                .as_deref()
+                .is_some_and(|a| crate::frame::sha256_hex(a.as_bytes()) != args_digest)
+            {
+                return violation("the arguments sent do not match their digest");
+            }
             let ctx =
                 CallContext::from_call(arguments.as_deref(), arguments_omitted, state.clock());
             call_request(state, owned, session_id, seq, tool, args_digest, ctx).await
