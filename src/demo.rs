@@ -13,6 +13,14 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+/// Prints a line of the tour, ignoring a reader that went away (`holdcall demo | head`): the
+/// tour still runs to the end and stops its own daemon.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 /// How long the demo waits for any one answer before it gives up.
 const DEMO_ANSWER_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -41,16 +49,16 @@ impl Tour {
 
     /// Runs one holdcall command in the demo home, as a user would type it, and shows it.
     fn show(&self, args: &[&str]) -> Result<(), String> {
-        println!("$ holdcall {}", args.join(" "));
+        say!("$ holdcall {}", args.join(" "));
         let out = self
             .command(args)
             .output()
             .map_err(|e| format!("cannot run holdcall {}: {e}", args.join(" ")))?;
         for line in String::from_utf8_lossy(&out.stdout).lines() {
-            println!("  {line}");
+            say!("  {line}");
         }
         for line in String::from_utf8_lossy(&out.stderr).lines() {
-            println!("  {line}");
+            say!("  {line}");
         }
         // verify exits 1 on a broken chain; in a fresh home that is a demo failure.
         if !out.status.success() {
@@ -79,13 +87,13 @@ pub fn run() -> Result<i32, String> {
         exe: exe.clone(),
         home: home.clone(),
     };
-    println!("Holdcall demo, in a fresh home: {}", home.display());
-    println!("(your own home and daemon are not touched)\n");
+    say!("Holdcall demo, in a fresh home: {}", home.display());
+    say!("(your own home and daemon are not touched)\n");
     let result = tour_steps(&tour);
     let _ = tour.command(&["daemon", "stop"]).output();
     match &result {
         Ok(()) => {
-            println!(
+            say!(
                 "\nLook around: HOLDCALL_HOME={} holdcall log",
                 home.display()
             );
@@ -100,8 +108,8 @@ fn tour_steps(t: &Tour) -> Result<(), String> {
     t.show(&["policy", "deny", "delete_file"])?;
     t.show(&["policy", "allow", "echo", "--connector", "demo"])?;
 
-    println!("\nA scripted MCP client talks to the demo server through the relay:");
-    println!("$ holdcall serve --connector demo --client demo-client -- holdcall demo-server");
+    say!("\nA scripted MCP client talks to the demo server through the relay:");
+    say!("$ holdcall serve --connector demo --client demo-client -- holdcall demo-server");
     let exe = t.exe.to_string_lossy().into_owned();
     let mut relay = t
         .command(&[
@@ -160,12 +168,12 @@ fn tour_steps(t: &Tour) -> Result<(), String> {
                 .collect()
         })
         .unwrap_or_default();
-    println!("  tools/list            -> {}", names.join(", "));
+    say!("  tools/list            -> {}", names.join(", "));
     let echo = exchange(json!({"jsonrpc":"2.0","id":3,"method":"tools/call",
         "params":{"name":"echo","arguments":{"text":"hello through Holdcall"}}}))?;
     let echo_text = first_text(&echo);
     let echo_ok = !is_error(&echo);
-    println!(
+    say!(
         "  tools/call echo       -> {} {echo_text:?}",
         if echo_ok { "allowed:" } else { "REFUSED:" }
     );
@@ -173,7 +181,7 @@ fn tour_steps(t: &Tour) -> Result<(), String> {
         "params":{"name":"delete_file","arguments":{"path":"/home/you/notes.txt"}}}))?;
     let del_text = first_text(&del);
     let del_refused = is_error(&del);
-    println!(
+    say!(
         "  tools/call delete_file -> {} {del_text:?}",
         if del_refused {
             "refused, as a tool error:"
@@ -186,11 +194,11 @@ fn tour_steps(t: &Tour) -> Result<(), String> {
     if !echo_ok || !del_refused {
         return Err("the calls were not decided as the rules say".into());
     }
-    println!("  (the demo server never saw the delete_file call)\n");
+    say!("  (the demo server never saw the delete_file call)\n");
     t.show(&["log"])?;
-    println!();
+    say!();
     t.show(&["verify"])?;
-    println!();
+    say!();
     t.show(&["policy", "explain", "delete_file", "--connector", "demo"])?;
     Ok(())
 }

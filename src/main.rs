@@ -5,6 +5,9 @@ use miette::Diagnostic;
 
 fn main() {
     let cli = holdcall::cli::Cli::parse();
+    if prints_for_a_person(&cli.command) {
+        die_quietly_on_a_closed_pipe();
+    }
     // Logs go to stderr only: for `serve`, stdout belongs to the protocol.
     let default = if matches!(
         cli.command,
@@ -55,4 +58,33 @@ fn render(e: holdcall::cli::CliError) -> String {
         out.push_str(&format!("  help: {help}\n"));
     }
     out
+}
+
+/// Commands whose output a person may pipe into `head`: when the reader goes away they should
+/// stop, as other command-line tools do, not report a write error (or panic in `println!`).
+/// The relay, the daemon, the demo and its server keep Rust's default (SIGPIPE ignored, writes
+/// fail with EPIPE), since they must notice a closed peer and clean up.
+fn prints_for_a_person(command: &holdcall::cli::Command) -> bool {
+    use holdcall::cli::{Command, DaemonCmd};
+    !matches!(
+        command,
+        Command::Serve { .. }
+            | Command::Demo
+            | Command::DemoServer { .. }
+            | Command::Daemon {
+                action: DaemonCmd::Run
+            }
+    )
+}
+
+#[allow(unsafe_code)]
+fn die_quietly_on_a_closed_pipe() {
+    // SAFETY: called first thing in main, before any thread exists; it only restores the
+    // default disposition of SIGPIPE, which installs no handler and touches no memory.
+    unsafe {
+        let _ = nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGPIPE,
+            nix::sys::signal::SigHandler::SigDfl,
+        );
+    }
 }
