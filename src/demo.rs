@@ -25,11 +25,8 @@ macro_rules! say {
 const DEMO_ANSWER_TIMEOUT: Duration = Duration::from_secs(20);
 
 fn fresh_home() -> Result<PathBuf, String> {
-    let mut bytes = [0u8; 4];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
-        .map_err(|e| format!("no randomness for a fresh home: {e}"))?;
-    let name: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let name =
+        crate::ids::random_hex(4).map_err(|e| format!("no randomness for a fresh home: {e}"))?;
     let dir = std::env::temp_dir().join(format!("holdcall-demo-{name}"));
     crate::config::ensure_private_dir(&dir).map_err(|e| e.to_string())?;
     Ok(dir)

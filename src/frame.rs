@@ -15,7 +15,6 @@
 
 use std::borrow::Cow;
 use std::collections::HashSet;
-use std::fmt::Write as _;
 
 use sha2::{Digest, Sha256};
 
@@ -267,13 +266,7 @@ pub fn request_protocol_version(params: &[u8]) -> Option<String> {
 
 /// Lowercase hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut hex = String::with_capacity(64);
-    for byte in digest.iter() {
-        // Writing to a String cannot fail.
-        let _ = write!(hex, "{byte:02x}");
-    }
-    hex
+    crate::ids::hex(&Sha256::digest(bytes))
 }
 
 /// Digest of a call's raw `arguments` bytes exactly as they appeared; absent arguments digest as
@@ -513,10 +506,12 @@ fn one_value(line: &[u8]) -> Result<Option<&[u8]>, Anomaly> {
     Ok(line.get(start..end))
 }
 
-/// One member of an object: its decoded key (WTF-8, so lone surrogates still compare exactly)
-/// and its raw value.
+/// One member of an object: its decoded key (WTF-8, so lone surrogates still compare exactly),
+/// that key folded once as a case-insensitive reader sees it (see [`fold_key`]), and its raw
+/// value.
 struct Member<'a> {
     key: Cow<'a, [u8]>,
+    folded: Vec<u8>,
     value: &'a [u8],
 }
 
@@ -534,10 +529,7 @@ fn envelope<'a>(members: &[Member<'a>]) -> Message<'a> {
 /// pass members whose folded keys are unique, so at most one matches.
 fn member<'a>(members: &[Member<'a>], key: &str) -> Option<&'a [u8]> {
     let key = fold_key(key.as_bytes());
-    members
-        .iter()
-        .find(|m| fold_key(&m.key) == key)
-        .map(|m| m.value)
+    members.iter().find(|m| m.folded == *key).map(|m| m.value)
 }
 
 /// The raw value of `key` in the object `raw`; `None` if `raw` is not an object, lacks the key,
@@ -553,7 +545,7 @@ fn unique_members(raw: &[u8]) -> Option<Vec<Member<'_>>> {
 /// No two keys are the same, even to a case-insensitive reader.
 fn keys_are_unique(members: &[Member<'_>]) -> bool {
     let mut seen = HashSet::with_capacity(members.len());
-    members.iter().all(|m| seen.insert(fold_key(&m.key)))
+    members.iter().all(|m| seen.insert(m.folded.as_slice()))
 }
 
 /// A decoded key as a reader that matches keys case-insensitively sees it. Go's encoding/json
@@ -607,6 +599,7 @@ fn members(object: &[u8]) -> Option<Vec<Member<'_>>> {
         let value_start = skip_ws(object, pos + 1);
         let value_end = scan_value(object, value_start, Keys::Ignore).ok()?;
         out.push(Member {
+            folded: fold_key(&key).into_owned(),
             key,
             value: object.get(value_start..value_end)?,
         });

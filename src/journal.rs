@@ -11,7 +11,6 @@
 //! has committed, never swallow a write error, never let a [`Reader`] create or migrate a
 //! database, and never hash anything other than the exact strings it stores.
 
-use std::fmt::Write as _;
 use std::fs::{File, OpenOptions, Permissions};
 use std::io::{Read as _, Write as _};
 use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
@@ -435,15 +434,6 @@ pub fn encode(e: &Entry) -> Vec<u8> {
     out
 }
 
-fn to_hex(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        // Writing to a String cannot fail.
-        let _ = write!(s, "{b:02x}");
-    }
-    s
-}
-
 fn hex_nibble(c: u8) -> Option<u8> {
     match c {
         b'0'..=b'9' => Some(c - b'0'),
@@ -483,7 +473,7 @@ pub fn genesis(machine_id: &str) -> String {
     let mut h = Sha256::new();
     h.update(GENESIS_DOMAIN);
     h.update(machine_id.as_bytes());
-    to_hex(&h.finalize())
+    crate::ids::hex(&h.finalize())
 }
 
 /// `SHA-256(raw32(prev_hash) ‖ encoded)` as lowercase hex; `None` if `prev_hash_hex` is not 64
@@ -493,7 +483,7 @@ pub fn entry_hash(prev_hash_hex: &str, encoded: &[u8]) -> Option<String> {
     let mut h = Sha256::new();
     h.update(prev);
     h.update(encoded);
-    Some(to_hex(&h.finalize()))
+    Some(crate::ids::hex(&h.finalize()))
 }
 
 /// RFC 3339 UTC with nanoseconds: fixed width, so the strings sort as the instants do.
@@ -754,11 +744,7 @@ fn write_machine_id(path: &Path, create_new: bool) -> Result<String, JournalErro
         path: path.to_path_buf(),
         source,
     };
-    let mut raw = [0u8; 16];
-    File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut raw))
-        .map_err(|source| JournalError::Random { source })?;
-    let id = to_hex(&raw);
+    let id = crate::ids::random_hex(16).map_err(|source| JournalError::Random { source })?;
     let mut options = OpenOptions::new();
     options.write(true).mode(PRIVATE_MODE);
     if create_new {
@@ -939,6 +925,27 @@ fn set_pragmas(
     })
 }
 
+/// Whether `meta` records this build's layout: `Ok(true)` if so, `Ok(false)` if it records none
+/// yet, and an error naming the file if it records a layout this build does not know.
+fn stored_schema_is_ours(
+    conn: &Connection,
+    path: &Path,
+) -> rusqlite::Result<Result<bool, JournalError>> {
+    let found: Option<String> = conn
+        .query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    Ok(match found {
+        Some(v) if v == DB_SCHEMA => Ok(true),
+        Some(v) => Err(JournalError::SchemaTooNew {
+            path: path.to_path_buf(),
+            found: v,
+        }),
+        None => Ok(false),
+    })
+}
+
 /// Creates the schema or checks that an existing one is ours, in one transaction.
 fn migrate(conn: &mut Connection, path: &Path) -> Result<(), JournalError> {
     let write_err = |source| JournalError::Write {
@@ -953,27 +960,12 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), JournalError> {
         "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;",
     )
     .map_err(write_err)?;
-    let found: Option<String> = tx
-        .query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
-            r.get(0)
-        })
-        .optional()
+    if !stored_schema_is_ours(&tx, path).map_err(write_err)?? {
+        tx.execute(
+            "INSERT INTO meta(key, value) VALUES ('schema', ?1)",
+            [DB_SCHEMA],
+        )
         .map_err(write_err)?;
-    match found {
-        Some(v) if v == DB_SCHEMA => {}
-        Some(v) => {
-            return Err(JournalError::SchemaTooNew {
-                path: path.to_path_buf(),
-                found: v,
-            });
-        }
-        None => {
-            tx.execute(
-                "INSERT INTO meta(key, value) VALUES ('schema', ?1)",
-                [DB_SCHEMA],
-            )
-            .map_err(write_err)?;
-        }
     }
     // IF NOT EXISTS throughout: this also puts back the append-only triggers if someone dropped them.
     tx.execute_batch(SCHEMA_SQL).map_err(write_err)?;
@@ -1429,25 +1421,10 @@ impl Reader {
                 path: db_path.to_path_buf(),
             });
         }
-        let found: Option<String> = conn
-            .query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
-                r.get(0)
-            })
-            .optional()
-            .map_err(open_err)?;
-        match found {
-            Some(v) if v == DB_SCHEMA => {}
-            Some(v) => {
-                return Err(JournalError::SchemaTooNew {
-                    path: db_path.to_path_buf(),
-                    found: v,
-                });
-            }
-            None => {
-                return Err(JournalError::NoJournalYet {
-                    path: db_path.to_path_buf(),
-                });
-            }
+        if !stored_schema_is_ours(&conn, db_path).map_err(open_err)?? {
+            return Err(JournalError::NoJournalYet {
+                path: db_path.to_path_buf(),
+            });
         }
         Ok(Reader {
             conn,
@@ -1811,7 +1788,10 @@ mod tests {
         let encoded = encode(&e);
         assert_eq!(encoded.len(), 413);
         assert!(encoded.starts_with(b"holdcall.journal.v1\n"));
-        assert_eq!(to_hex(&Sha256::digest(&encoded)), VECTOR_ENCODING_SHA256);
+        assert_eq!(
+            crate::ids::hex(&Sha256::digest(&encoded)),
+            VECTOR_ENCODING_SHA256
+        );
         assert_eq!(
             entry_hash(&e.prev_hash, &encoded).as_deref(),
             Some(VECTOR_HASH)

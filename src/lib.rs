@@ -3,6 +3,7 @@
 //! byte; everything else passes through untouched.
 //!
 //! One module per step of a call's life (ARCHITECTURE.md follows one call through them):
+//! - `ids`: lowercase hex and random identifiers.
 //! - `limits`: every bound, with its unit and reason.
 //! - `frame`: reads one JSON-RPC line strictly, without re-serialising; the refusal bytes.
 //! - `relay`: `holdcall serve`, the stdio pump between client and server; the only stdout writer.
@@ -26,6 +27,7 @@ pub mod context;
 pub mod daemon;
 pub mod demo;
 pub mod frame;
+pub mod ids;
 pub mod journal;
 pub mod limits;
 pub mod peer;

@@ -189,11 +189,7 @@ impl Link {
 type InFlight = Arc<Mutex<HashMap<Vec<u8>, (i64, Instant)>>>;
 
 fn new_session_id() -> String {
-    let mut bytes = [0u8; 16];
-    let filled = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
-        .is_ok();
-    if !filled {
+    crate::ids::random_hex(16).unwrap_or_else(|_| {
         // Without the kernel's randomness, fall back to time and pid: a session id must be
         // unique, not secret.
         let t = std::time::SystemTime::now()
@@ -201,12 +197,11 @@ fn new_session_id() -> String {
             .map(|d| d.as_nanos())
             .unwrap_or(0);
         let seed = format!("{t}-{}", std::process::id());
-        return frame::sha256_hex(seed.as_bytes())
+        frame::sha256_hex(seed.as_bytes())
             .chars()
             .take(32)
-            .collect();
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+            .collect()
+    })
 }
 
 /// Runs the relay until the client closes its input, the server exits, or a signal arrives.
