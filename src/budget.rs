@@ -53,7 +53,10 @@ impl BudgetScope {
     pub fn applies(&self, call: &CallScope<'_>) -> bool {
         self.tool.as_deref().is_none_or(|t| t == call.tool)
             && self.agent.as_deref().is_none_or(|a| Some(a) == call.agent)
-            && self.connector.as_deref().is_none_or(|c| c == call.connector)
+            && self
+                .connector
+                .as_deref()
+                .is_none_or(|c| c == call.connector)
     }
 
     /// "tool delete_file" or "every tool".
@@ -122,7 +125,9 @@ fn shown(name: &str) -> String {
 #[error("a budget is 1 to {max} calls per session; {given} is not")]
 #[diagnostic(
     code(holdcall::budget::calls),
-    help("give a whole number of calls from 1 to {max}; to lift a budget, remove it with `holdcall policy budget remove`")
+    help(
+        "give a whole number of calls from 1 to {max}; to lift a budget, remove it with `holdcall policy budget remove`"
+    )
 )]
 pub struct BadCap {
     pub given: String,
@@ -164,7 +169,9 @@ impl BudgetRefusal {
                 used,
                 cap,
                 what,
-            } => format!("budget {budget_id}: {used} of {cap} calls of {what} used in this session"),
+            } => {
+                format!("budget {budget_id}: {used} of {cap} calls of {what} used in this session")
+            }
             BudgetRefusal::TooManyTools => format!(
                 "this session already had calls of {} different tools allowed, the most one session may count",
                 limits::SESSION_TOOL_COUNTS_MAX
@@ -226,10 +233,8 @@ impl Counters {
 
     /// The first budget (oldest first) that applies to `call` and has no room left.
     pub fn check(&self, budgets: &[Budget], call: &CallScope<'_>) -> Result<(), BudgetRefusal> {
-        let mut ordered: Vec<&Budget> = budgets
-            .iter()
-            .filter(|b| b.scope().applies(call))
-            .collect();
+        let mut ordered: Vec<&Budget> =
+            budgets.iter().filter(|b| b.scope().applies(call)).collect();
         ordered.sort_by_key(|b| b.seq);
         for b in ordered {
             let used = self.used(b);
@@ -319,7 +324,11 @@ mod tests {
             "budget budget-1: 2 of 2 calls of tool echo used in this session"
         );
         assert_eq!(refused.policy_id().as_deref(), Some("budget-1"));
-        assert_eq!(c.snapshot("echo").tool_calls, 2, "a refusal charges nothing");
+        assert_eq!(
+            c.snapshot("echo").tool_calls,
+            2,
+            "a refusal charges nothing"
+        );
     }
 
     #[test]
@@ -400,7 +409,10 @@ mod tests {
             c.charge(&[], &call("one-more")),
             Err(BudgetRefusal::TooManyTools)
         );
-        assert!(c.charge(&[], &call("t0")).is_ok(), "known tools still count");
+        assert!(
+            c.charge(&[], &call("t0")).is_ok(),
+            "known tools still count"
+        );
     }
 
     #[test]

@@ -514,10 +514,13 @@ fn budget_scope(which: BudgetTools, s: ScopeArgs) -> Result<crate::budget::Budge
         agent: s.agent,
         connector: s.connector,
     };
-    check_scope_locally(&scope(sc.tool.clone(), ScopeArgs {
-        agent: sc.agent.clone(),
-        connector: sc.connector.clone(),
-    }))?;
+    check_scope_locally(&scope(
+        sc.tool.clone(),
+        ScopeArgs {
+            agent: sc.agent.clone(),
+            connector: sc.connector.clone(),
+        },
+    ))?;
     Ok(sc)
 }
 
@@ -539,7 +542,10 @@ fn policy_budget(
     let n = given.trim().parse::<i64>().map_err(|_| bad())?;
     let n = crate::budget::check_cap(n)?;
     let sc = budget_scope(which, s)?;
-    changed(ask_daemon(Request::BudgetSet { calls: n, scope: sc })?)
+    changed(ask_daemon(Request::BudgetSet {
+        calls: n,
+        scope: sc,
+    })?)
 }
 
 /// Bad names are refused before anything is sent, with the same words the daemon would use.
@@ -628,7 +634,10 @@ fn write_budgets(
     if budgets.is_empty() {
         return Ok(());
     }
-    writeln!(out, "Budgets (per relay session; only what the rules allow counts):")?;
+    writeln!(
+        out,
+        "Budgets (per relay session; only what the rules allow counts):"
+    )?;
     for b in budgets {
         writeln!(
             out,
@@ -842,7 +851,12 @@ fn policy_explain(
                 "  budgets that apply if the rules allow it (per relay session, oldest checked first):"
             )?;
             for b in &budgets {
-                writeln!(out, "    {}  {}", b.budget.id, visible(&b.budget.describe()))?;
+                writeln!(
+                    out,
+                    "    {}  {}",
+                    b.budget.id,
+                    visible(&b.budget.describe())
+                )?;
             }
         }
     }

@@ -204,7 +204,12 @@ impl Session {
 
     /// Charges an allowed (or approved) call of this session against every budget in force
     /// whose scope it falls in. The approval path calls this when a person approves a held call.
-    fn charge(&mut self, budgets: &[Budget], seq: i64, tool: &str) -> Result<(), budget::BudgetRefusal> {
+    fn charge(
+        &mut self,
+        budgets: &[Budget],
+        seq: i64,
+        tool: &str,
+    ) -> Result<(), budget::BudgetRefusal> {
         let call = CallScope {
             agent: self.agent.as_deref(),
             connector: &self.connector,
@@ -788,10 +793,7 @@ async fn session_start(
     // both pass the check.
     let reserved = match state.sessions.lock() {
         Ok(mut s) if !s.contains_key(&session_id) => {
-            s.insert(
-                session_id.clone(),
-                Session::new(connector.clone(), None),
-            );
+            s.insert(session_id.clone(), Session::new(connector.clone(), None));
             true
         }
         _ => false,
@@ -931,7 +933,16 @@ async fn call_request(
         let Some(s) = sessions.get_mut(&session_id) else {
             return violation("that session has ended");
         };
-        budget_verdict(s, &budgets, seq, &tool, retry_of, decision.effect, decision.policy_id, decision.reason)
+        budget_verdict(
+            s,
+            &budgets,
+            seq,
+            &tool,
+            retry_of,
+            decision.effect,
+            decision.policy_id,
+            decision.reason,
+        )
     };
     let recorded = state
         .writer
@@ -1010,9 +1021,8 @@ fn budget_verdict(
         Effect::Deny => refused(s, Verdict::Deny, "deny", policy_id, reason),
         Effect::Allow => {
             // A retry is the same call only if the session did charge that call, for this tool.
-            let retry = retry_of.filter(|orig| {
-                *orig < seq && s.charged.get(orig).is_some_and(|t| t == tool)
-            });
+            let retry = retry_of
+                .filter(|orig| *orig < seq && s.charged.get(orig).is_some_and(|t| t == tool));
             if let Some(orig) = retry {
                 return Verdicts {
                     verdict: Verdict::Allow,
@@ -1473,6 +1483,70 @@ async fn policy_import(state: &State, file: String, text: String, dry_run: bool)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn echo_budget(calls: i64) -> Vec<Budget> {
+        vec![Budget {
+            id: "budget-1".into(),
+            seq: 1,
+            calls,
+            tool: Some("echo".into()),
+            agent: None,
+            connector: None,
+        }]
+    }
+
+    fn allow(s: &mut Session, budgets: &[Budget], seq: i64, retry_of: Option<i64>) -> Verdicts {
+        budget_verdict(
+            s,
+            budgets,
+            seq,
+            "echo",
+            retry_of,
+            Effect::Allow,
+            None,
+            "r".into(),
+        )
+    }
+
+    #[test]
+    fn a_retry_of_a_charged_call_is_allowed_without_a_second_charge() {
+        let mut s = Session::new("c".into(), None);
+        let b = echo_budget(1);
+        assert!(allow(&mut s, &b, 1, None).charged);
+        let v = allow(&mut s, &b, 2, Some(1));
+        assert_eq!((v.verdict, v.charged), (Verdict::Allow, false));
+        assert_eq!(v.reason, "r; retry of call 1, not charged again");
+        assert_eq!(s.counters.snapshot("echo").tool_calls, 1);
+        assert_eq!(s.counters.snapshot("echo").calls, 2);
+    }
+
+    #[test]
+    fn a_retry_naming_a_call_that_was_never_charged_is_charged_as_a_new_call() {
+        let mut s = Session::new("c".into(), None);
+        let b = echo_budget(1);
+        // Refused by a rule: never charged, so it cannot be retried for free.
+        let v = budget_verdict(&mut s, &b, 1, "echo", None, Effect::Deny, None, "r".into());
+        assert_eq!((v.verdict, v.word.as_str()), (Verdict::Deny, "deny"));
+        assert!(allow(&mut s, &b, 2, Some(1)).charged);
+        let v = allow(&mut s, &b, 3, Some(7));
+        assert_eq!(
+            (v.verdict, v.word.as_str()),
+            (Verdict::OverBudget, OVER_BUDGET)
+        );
+        assert_eq!(v.policy_id.as_deref(), Some("budget-1"));
+        let c = s.counters.snapshot("echo");
+        assert_eq!((c.calls, c.allowed, c.refused), (3, 1, 2));
+    }
+
+    #[test]
+    fn a_retry_of_a_call_to_another_tool_is_not_a_retry() {
+        let mut s = Session::new("c".into(), None);
+        let b = echo_budget(1);
+        let v = budget_verdict(&mut s, &b, 1, "add", None, Effect::Allow, None, "r".into());
+        assert!(v.charged);
+        assert!(allow(&mut s, &b, 2, Some(1)).charged);
+        assert_eq!(allow(&mut s, &b, 3, Some(1)).verdict, Verdict::OverBudget);
+    }
 
     #[test]
     fn only_a_debug_build_takes_its_clock_from_holdcall_clock() {

@@ -1038,6 +1038,54 @@ fn push_json_string(out: &mut Vec<u8>, text: &str) {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_call_says_its_request_state_input_responses_and_task_without_copying_them() {
+        let line = br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"confirm","arguments":{},"inputResponses":{"sure":{"action":"accept"}},"requestState":"s\u0031","task":{"ttl":1}}}"#;
+        let frame = classify_client_line(line);
+        let c = call(&frame);
+        assert_eq!(c.request_state, Some(br#""s\u0031""#.as_slice()));
+        assert!(c.input_responses && c.creates_task);
+        assert_eq!(
+            request_state_key(c.request_state.unwrap_or_default()),
+            Some(b"s1".to_vec()),
+            "a string state is matched by its decoded text"
+        );
+        let plain = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}"#;
+        let frame = classify_client_line(plain);
+        let c = call(&frame);
+        assert_eq!(
+            (c.request_state, c.input_responses, c.creates_task),
+            (None, false, false)
+        );
+    }
+
+    #[test]
+    fn only_an_input_required_result_gives_a_request_state() {
+        assert_eq!(
+            input_required_state(br#"{"resultType":"input_required","requestState":"abc"}"#),
+            Some(b"abc".to_vec())
+        );
+        assert_eq!(
+            input_required_state(br#"{"resultType":"input_required","requestState":{"n":1}}"#),
+            Some(br#"{"n":1}"#.to_vec())
+        );
+        assert_eq!(
+            input_required_state(br#"{"resultType":"complete","requestState":"abc"}"#),
+            None
+        );
+        assert_eq!(
+            input_required_state(br#"{"resultType":"input_required"}"#),
+            None
+        );
+        assert_eq!(
+            input_required_state(
+                br#"{"resultType":"input_required","requestState":"a","requestState":"b"}"#
+            ),
+            None,
+            "a repeated key is ambiguous"
+        );
+    }
+
     fn call<'f, 'a>(frame: &'f ClientFrame<'a>) -> &'f ToolCall<'a> {
         match frame {
             ClientFrame::ToolCall(call) => call,

@@ -1363,8 +1363,18 @@ impl Journal {
                     connector: scope.connector,
                 };
                 tx.execute(
-                    &format!("INSERT INTO budgets ({BUDGET_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
-                    params![budget.seq, budget.id, budget.calls, budget.tool, budget.agent, budget.connector, now_rfc3339()],
+                    &format!(
+                        "INSERT INTO budgets ({BUDGET_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+                    ),
+                    params![
+                        budget.seq,
+                        budget.id,
+                        budget.calls,
+                        budget.tool,
+                        budget.agent,
+                        budget.connector,
+                        now_rfc3339()
+                    ],
                 )
                 .map_err(write_err)?;
                 (budget, '+', "set")
@@ -1390,12 +1400,17 @@ impl Journal {
             detail: Some(format!("{sign} {}: {described}", budget.id)),
             ..Fields::default()
         };
-        let result = insert_entries(&tx, &self.path, &self.genesis, vec![(Kind::BudgetChange, fields)])
-            .and_then(|entries| {
-                let rows = read_budgets(&tx).map_err(write_err)?;
-                tx.commit().map_err(write_err)?;
-                Ok((entries, rows))
-            });
+        let result = insert_entries(
+            &tx,
+            &self.path,
+            &self.genesis,
+            vec![(Kind::BudgetChange, fields)],
+        )
+        .and_then(|entries| {
+            let rows = read_budgets(&tx).map_err(write_err)?;
+            tx.commit().map_err(write_err)?;
+            Ok((entries, rows))
+        });
         let (entries, rows) = match result {
             Ok(x) => (Ok(x.0), Some(x.1)),
             Err(e) => (Err(e), None),
@@ -2340,6 +2355,63 @@ mod tests {
             vec![(3, "a", "deny")]
         );
         assert_eq!(j.next_policy_seq()?, 4);
+        Ok(())
+    }
+
+    #[test]
+    fn a_budget_and_its_entry_are_one_transaction_and_a_scope_holds_one_budget() -> TestResult {
+        use crate::budget::BudgetScope;
+        let f = fixture()?;
+        let mut j = journal_with(&f, 0)?;
+        let echo = BudgetScope {
+            tool: Some("echo".into()),
+            ..BudgetScope::default()
+        };
+        let (entry, rows) = j.change_budget(BudgetChange::Set {
+            calls: 2,
+            scope: echo.clone(),
+        })?;
+        assert_eq!(entry.kind, "budget.change");
+        assert_eq!(entry.fields.policy_id.as_deref(), Some("budget-1"));
+        assert_eq!(rows.len(), 1);
+        let before = (j.budgets()?, j.head());
+        let again = j.change_budget(BudgetChange::Set {
+            calls: 3,
+            scope: echo,
+        });
+        assert!(
+            matches!(again, Err(JournalError::Write { .. })),
+            "{again:?}"
+        );
+        let unknown = j.change_budget(BudgetChange::Remove {
+            id: "budget-9".into(),
+        });
+        assert!(matches!(unknown, Err(JournalError::UnknownPolicy { .. })));
+        assert_eq!(
+            (j.budgets()?, j.head()),
+            before,
+            "a refused change wrote nothing"
+        );
+        let (removed, rows) = j.change_budget(BudgetChange::Remove {
+            id: "budget-1".into(),
+        })?;
+        assert!(rows.is_empty());
+        assert_eq!(
+            removed
+                .fields
+                .detail
+                .as_deref()
+                .map(|d| d.starts_with("- budget-1")),
+            Some(true)
+        );
+        let (_, rows) = j.change_budget(BudgetChange::Set {
+            calls: 1,
+            scope: BudgetScope::default(),
+        })?;
+        assert_eq!(
+            rows[0].budget.id, "budget-2",
+            "a removed budget's id is never reused"
+        );
         Ok(())
     }
 

@@ -281,6 +281,45 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_case_can_set_the_session_counts_and_absent_ones_are_zero() {
+        let cases = parse(
+            "c.toml",
+            "[[case]]\nname = \"a\"\ntool = \"echo\"\nsession = { tool_calls = 20, refused = 2 }\nexpect = \"deny\"\n\n\
+             [[case]]\nname = \"b\"\ntool = \"echo\"\nexpect = \"allow\"\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            cases[0].session,
+            SessionCounts {
+                calls: 0,
+                allowed: 0,
+                refused: 2,
+                tool_calls: 20
+            }
+        );
+        assert_eq!(cases[1].session, SessionCounts::default());
+    }
+
+    #[test]
+    fn a_negative_or_unknown_session_count_is_a_mistake_in_the_file() {
+        let negative = parse(
+            "c.toml",
+            "[[case]]\nname = \"a\"\ntool = \"echo\"\nsession = { calls = -1 }\nexpect = \"deny\"\n",
+        )
+        .err()
+        .unwrap_or_else(|| panic!("accepted"));
+        assert_eq!(negative.at, "c.toml:4:11");
+        assert!(negative.message.contains("negative"));
+        let unknown = parse(
+            "c.toml",
+            "[[case]]\nname = \"a\"\ntool = \"echo\"\nsession = { call = 1 }\nexpect = \"deny\"\n",
+        )
+        .err()
+        .unwrap_or_else(|| panic!("accepted"));
+        assert!(unknown.message.contains("call"), "{}", unknown.message);
+    }
+
+    #[test]
     fn a_cases_file_reads_json_text_and_inline_tables_alike() {
         let cases = parse(
             "c.toml",

@@ -776,6 +776,42 @@ impl ClientPump {
 mod tests {
     use super::*;
 
+    fn of(origin: i64, tool: &str) -> RetryOf {
+        RetryOf {
+            origin,
+            tool: tool.into(),
+            digest: "d".into(),
+        }
+    }
+
+    #[test]
+    fn a_request_state_is_used_once_and_only_for_the_same_tool_and_arguments() {
+        let mut r = RetryStates::default();
+        r.remember(b"s".to_vec(), of(3, "confirm"));
+        assert_eq!(r.take(b"s", "other", "d"), None);
+        assert_eq!(r.take(b"s", "confirm", "other-digest"), None);
+        assert_eq!(r.take(b"s", "confirm", "d"), Some(3));
+        assert_eq!(r.take(b"s", "confirm", "d"), None, "used up");
+        assert_eq!(r.take(b"never", "confirm", "d"), None);
+    }
+
+    #[test]
+    fn remembered_states_are_bounded_and_the_oldest_is_forgotten_first() {
+        let mut r = RetryStates::default();
+        for i in 0..=limits::RETRY_STATES_MAX {
+            r.remember(i.to_string().into_bytes(), of(1, "t"));
+        }
+        assert_eq!(r.by_state.len(), limits::RETRY_STATES_MAX);
+        assert_eq!(r.take(b"0", "t", "d"), None);
+        assert_eq!(r.take(b"1", "t", "d"), Some(1));
+        r.remember(vec![b'x'; limits::REQUEST_STATE_BYTES_MAX + 1], of(1, "t"));
+        assert!(
+            !r.by_state
+                .keys()
+                .any(|k| k.len() > limits::REQUEST_STATE_BYTES_MAX)
+        );
+    }
+
     fn decision(session: &str, seq: i64, decision: Verdict) -> Result<Response, WireError> {
         Ok(Response::Decision {
             session_id: session.into(),
