@@ -1153,7 +1153,7 @@ fn log_cmd(args: LogArgs) -> Result<i32, CliError> {
     }
     writeln!(
         out,
-        "{:>5}  {:<19}  {:<14}  {:<8}  {:<12}  {:<16}  {:<9}  DETAIL",
+        "{:>5}  {:<19}  {:<14}  {:<8}  {:<12}  {:<16}  {:<11}  DETAIL",
         "#", "WHEN", "KIND", "SESSION", "CONNECTOR", "TOOL", "DECISION"
     )?;
     for e in &entries {
@@ -1215,7 +1215,7 @@ fn log_line(e: &Entry) -> String {
         _ => String::new(),
     };
     format!(
-        "{:>5}  {:<19}  {:<14}  {:<8}  {:<12}  {:<16}  {:<9}  {}",
+        "{:>5}  {:<19}  {:<14}  {:<8}  {:<12}  {:<16}  {:<11}  {}",
         e.chain_seq,
         local_time(&e.occurred_at),
         e.kind,

@@ -513,3 +513,27 @@ when { context.session.refused >= 3 && context.session.calls > context.session.a
     let explain = env.ok(&["policy", "explain", "echo"]);
     assert!(explain.contains("ALLOW"), "{explain}");
 }
+
+#[test]
+fn a_budget_set_while_a_session_runs_counts_what_it_already_allowed_and_failed_calls_count() {
+    let env = Env::fast();
+    let mut r = env.relay("demo");
+    r.handshake();
+    r.send(&call("1", "echo", r#"{"text":"a"}"#));
+    assert!(!is_refusal(&r.recv_json()));
+    // The demo server answers an unknown tool with an error: the call was allowed all the same.
+    r.send(&call("2", "nosuch", "{}"));
+    let a = r.recv_json();
+    assert!(
+        a.get("error").is_some() || a["result"]["isError"] == true,
+        "{a}"
+    );
+    assert!(!is_refusal(&a), "{a}");
+    env.ok(&["policy", "budget", "1", "--tool", "echo"]);
+    env.ok(&["policy", "budget", "1", "--tool", "nosuch"]);
+    r.send(&call("3", "echo", r#"{"text":"b"}"#));
+    assert_eq!(text_of(&r.recv_json()), OVER_BUDGET);
+    r.send(&call("4", "nosuch", "{}"));
+    assert_eq!(text_of(&r.recv_json()), OVER_BUDGET);
+    r.finish();
+}
