@@ -146,6 +146,7 @@ impl Relay {
             args_digest: digest.to_string(),
             arguments: Some(args.to_string()),
             arguments_omitted: false,
+            retry_of: None,
         };
         let t0 = Instant::now();
         let answer = self.conn.call(&req, limits::DECISION_TIMEOUT).await?;

@@ -219,6 +219,24 @@ pub enum PolicyCmd {
         #[arg(long, value_name = "ENTRY")]
         at: i64,
     },
+    /// Cap the calls one relay session may have allowed within a scope (`budget remove …`
+    /// lifts it). A budget only narrows what the rules allow; refused calls never count.
+    #[command(
+        args_conflicts_with_subcommands = true,
+        subcommand_negates_reqs = true,
+        allow_negative_numbers = true
+    )]
+    Budget {
+        #[command(subcommand)]
+        action: Option<BudgetCmd>,
+        /// Most calls allowed per relay session, 1 to 1000000.
+        #[arg(value_name = "N", required = true)]
+        calls: Option<String>,
+        #[command(flatten)]
+        which: BudgetTools,
+        #[command(flatten)]
+        scope: ScopeArgs,
+    },
     /// Decide every call in a cases file and compare with the expected decisions (exit 1 on a
     /// failure). Tests the policy in force, or only FILE with --policy (no daemon needed).
     Test {
@@ -227,6 +245,29 @@ pub enum PolicyCmd {
         #[arg(long, value_name = "FILE")]
         policy: Option<PathBuf>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BudgetCmd {
+    /// Remove the budget of exactly this scope.
+    Remove {
+        #[command(flatten)]
+        which: BudgetTools,
+        #[command(flatten)]
+        scope: ScopeArgs,
+    },
+}
+
+/// Which tools a budget counts: one, or every tool (exactly one of the two).
+#[derive(Debug, Clone, Args)]
+#[group(required = true, multiple = false)]
+pub struct BudgetTools {
+    /// Count calls of this tool only.
+    #[arg(long)]
+    pub tool: Option<String>,
+    /// Count calls of every tool together.
+    #[arg(long)]
+    pub all_tools: bool,
 }
 
 #[derive(Debug, Args)]
@@ -242,7 +283,7 @@ pub struct LogArgs {
     /// Only calls to this tool.
     #[arg(long)]
     pub tool: Option<String>,
-    /// Only calls with this decision (allow, deny, ask, undecided).
+    /// Only calls with this decision (allow, deny, ask, over-budget, undecided).
     #[arg(long)]
     pub decision: Option<String>,
 }
@@ -271,6 +312,9 @@ pub enum CliError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     PolicyFile(#[from] crate::policyfile::FileRefused),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    BudgetCap(#[from] crate::budget::BadCap),
     #[error(transparent)]
     #[diagnostic(transparent)]
     PolicyCases(#[from] Box<crate::policytest::CasesError>),
@@ -453,9 +497,55 @@ fn policy_cmd(action: PolicyCmd) -> Result<i32, CliError> {
         PolicyCmd::History => return policy_history(),
         PolicyCmd::Show { at } => return policy_show(at),
         PolicyCmd::Test { cases, policy } => return policy_test(&cases, policy.as_deref()),
+        PolicyCmd::Budget {
+            action,
+            calls,
+            which,
+            scope,
+        } => return policy_budget(action, calls, which, scope),
     };
     check_scope_locally(&sc)?;
     changed(ask_daemon(Request::PolicySet { effect, scope: sc })?)
+}
+
+fn budget_scope(which: BudgetTools, s: ScopeArgs) -> Result<crate::budget::BudgetScope, CliError> {
+    let sc = crate::budget::BudgetScope {
+        tool: which.tool,
+        agent: s.agent,
+        connector: s.connector,
+    };
+    check_scope_locally(&scope(
+        sc.tool.clone(),
+        ScopeArgs {
+            agent: sc.agent.clone(),
+            connector: sc.connector.clone(),
+        },
+    ))?;
+    Ok(sc)
+}
+
+fn policy_budget(
+    action: Option<BudgetCmd>,
+    calls: Option<String>,
+    which: BudgetTools,
+    s: ScopeArgs,
+) -> Result<i32, CliError> {
+    if let Some(BudgetCmd::Remove { which, scope: s }) = action {
+        let sc = budget_scope(which, s)?;
+        return changed(ask_daemon(Request::BudgetRemove { scope: sc })?);
+    }
+    let given = calls.unwrap_or_default();
+    let bad = || crate::budget::BadCap {
+        given: format!("{given:?}"),
+        max: limits::BUDGET_CALLS_MAX,
+    };
+    let n = given.trim().parse::<i64>().map_err(|_| bad())?;
+    let n = crate::budget::check_cap(n)?;
+    let sc = budget_scope(which, s)?;
+    changed(ask_daemon(Request::BudgetSet {
+        calls: n,
+        scope: sc,
+    })?)
 }
 
 /// Bad names are refused before anything is sent, with the same words the daemon would use.
@@ -483,15 +573,31 @@ fn changed(resp: Response) -> Result<i32, CliError> {
 }
 
 fn policy_list(json: bool) -> Result<i32, CliError> {
-    let Response::PolicyList { policies } = ask_daemon(Request::PolicyList)? else {
+    let Response::PolicyList { policies, budgets } = ask_daemon(Request::PolicyList)? else {
         return Err(CliError::Unexpected);
     };
     let mut out = std::io::stdout().lock();
     if json {
-        serde_json::to_writer_pretty(&mut out, &policies).map_err(std::io::Error::other)?;
+        // One array: the policies as before, then each budget as an object with
+        // `"kind": "budget"` (policies carry no `kind`).
+        let mut items: Vec<serde_json::Value> = policies
+            .iter()
+            .map(serde_json::to_value)
+            .collect::<Result<_, _>>()
+            .map_err(std::io::Error::other)?;
+        for b in &budgets {
+            let mut v = serde_json::to_value(b).map_err(std::io::Error::other)?;
+            if let Some(o) = v.as_object_mut() {
+                o.insert("kind".into(), "budget".into());
+                o.insert("scope".into(), b.budget.scope().describe().into());
+            }
+            items.push(v);
+        }
+        serde_json::to_writer_pretty(&mut out, &items).map_err(std::io::Error::other)?;
         writeln!(out)?;
         return Ok(0);
     }
+    write_budgets(&mut out, &budgets)?;
     if policies.is_empty() {
         writeln!(
             out,
@@ -519,6 +625,30 @@ fn policy_list(json: bool) -> Result<i32, CliError> {
         "Precedence: an exact tool beats a default; naming the agent, and naming the connector, each beat not naming it; a tie goes to deny, then ask, then allow, then the oldest rule; no matching rule allows."
     )?;
     Ok(0)
+}
+
+fn write_budgets(
+    out: &mut impl Write,
+    budgets: &[crate::journal::BudgetRow],
+) -> std::io::Result<()> {
+    if budgets.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "Budgets (per relay session; only what the rules allow counts):"
+    )?;
+    for b in budgets {
+        writeln!(
+            out,
+            "{}  {}  (since {})",
+            b.budget.id,
+            visible(&b.budget.describe()),
+            local_time(&b.created_at)
+        )?;
+    }
+    writeln!(out)?;
+    Ok(())
 }
 
 /// Reads a policy file and checks it locally, so errors show with their source; the daemon
@@ -688,7 +818,10 @@ fn policy_explain(
     json: bool,
 ) -> Result<i32, CliError> {
     crate::policy::validate_tool_name(&tool)?;
-    let Response::Explain { explanation } = ask_daemon(Request::PolicyExplain {
+    let Response::Explain {
+        explanation,
+        budgets,
+    } = ask_daemon(Request::PolicyExplain {
         agent: s.agent,
         connector: s.connector,
         tool,
@@ -699,10 +832,33 @@ fn policy_explain(
     };
     let mut out = std::io::stdout().lock();
     if json {
-        serde_json::to_writer_pretty(&mut out, &explanation).map_err(std::io::Error::other)?;
+        let mut v = serde_json::to_value(&explanation).map_err(std::io::Error::other)?;
+        if let Some(o) = v.as_object_mut() {
+            o.insert(
+                "budgets".into(),
+                serde_json::to_value(&budgets).map_err(std::io::Error::other)?,
+            );
+        }
+        serde_json::to_writer_pretty(&mut out, &v).map_err(std::io::Error::other)?;
         writeln!(out)?;
     } else {
         write_explanation(&mut out, &explanation)?;
+        if budgets.is_empty() {
+            writeln!(out, "  budgets: none applies")?;
+        } else {
+            writeln!(
+                out,
+                "  budgets that apply if the rules allow it (per relay session, oldest checked first):"
+            )?;
+            for b in &budgets {
+                writeln!(
+                    out,
+                    "    {}  {}",
+                    b.budget.id,
+                    visible(&b.budget.describe())
+                )?;
+            }
+        }
     }
     Ok(0)
 }
@@ -997,7 +1153,7 @@ fn log_cmd(args: LogArgs) -> Result<i32, CliError> {
     }
     writeln!(
         out,
-        "{:>5}  {:<19}  {:<14}  {:<8}  {:<12}  {:<16}  {:<9}  DETAIL",
+        "{:>5}  {:<19}  {:<14}  {:<8}  {:<12}  {:<16}  {:<11}  DETAIL",
         "#", "WHEN", "KIND", "SESSION", "CONNECTOR", "TOOL", "DECISION"
     )?;
     for e in &entries {
@@ -1055,11 +1211,11 @@ fn log_line(e: &Entry) -> String {
             (None, None) => String::new(),
         },
         "anomaly" => f.anomaly.clone().unwrap_or_default(),
-        "policy.change" => f.reason.clone().unwrap_or_default(),
+        "policy.change" | "budget.change" => f.reason.clone().unwrap_or_default(),
         _ => String::new(),
     };
     format!(
-        "{:>5}  {:<19}  {:<14}  {:<8}  {:<12}  {:<16}  {:<9}  {}",
+        "{:>5}  {:<19}  {:<14}  {:<8}  {:<12}  {:<16}  {:<11}  {}",
         e.chain_seq,
         local_time(&e.occurred_at),
         e.kind,

@@ -12,6 +12,7 @@
 use cedar_policy::{Context, RestrictedExpression};
 use chrono::{DateTime, Datelike, FixedOffset, Timelike, Utc};
 
+use crate::budget::SessionCounts;
 use crate::limits::{ARGUMENTS_DEPTH_MAX, ARGUMENTS_VALUES_MAX};
 
 /// Fractional digits Cedar's `decimal` holds.
@@ -450,6 +451,9 @@ impl Clock {
 pub struct CallContext {
     pub arguments: Result<ArgValue, ArgumentsProblem>,
     pub clock: Clock,
+    /// The session's counts before this call (`context.session`); zeros where there is no
+    /// session (`policy explain`, unless a `policy test` case gives them).
+    pub session: SessionCounts,
 }
 
 impl CallContext {
@@ -462,7 +466,14 @@ impl CallContext {
                 read_arguments(arguments)
             },
             clock,
+            session: SessionCounts::default(),
         }
+    }
+
+    /// The same context, with the session's counts before this call.
+    pub fn with_session(mut self, session: SessionCounts) -> CallContext {
+        self.session = session;
+        self
     }
 
     /// No arguments, at the Unix epoch: what `decide` uses when a caller has no context.
@@ -472,6 +483,7 @@ impl CallContext {
             clock: Clock {
                 now: DateTime::<Utc>::UNIX_EPOCH.fixed_offset(),
             },
+            session: SessionCounts::default(),
         }
     }
 
@@ -497,9 +509,30 @@ impl CallContext {
                 "weekday".to_string(),
                 RestrictedExpression::new_string(self.clock.weekday().to_string()),
             ),
+            ("session".to_string(), session_record(&self.session)?),
         ])
         .map_err(|e| e.to_string())
     }
+}
+
+/// `context.session`: the session's counts as Cedar `Long`s.
+fn session_record(s: &SessionCounts) -> Result<RestrictedExpression, String> {
+    RestrictedExpression::new_record([
+        ("calls".to_string(), RestrictedExpression::new_long(s.calls)),
+        (
+            "allowed".to_string(),
+            RestrictedExpression::new_long(s.allowed),
+        ),
+        (
+            "refused".to_string(),
+            RestrictedExpression::new_long(s.refused),
+        ),
+        (
+            "tool_calls".to_string(),
+            RestrictedExpression::new_long(s.tool_calls),
+        ),
+    ])
+    .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -555,6 +588,7 @@ mod tests {
         let ctx = CallContext {
             arguments: Ok(ArgValue::Record(members)),
             clock: CallContext::empty().clock,
+            session: SessionCounts::default(),
         };
         assert!(ctx.to_cedar().is_ok());
     }

@@ -16,9 +16,12 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{Notify, oneshot};
 
+use crate::budget::{self, Budget, BudgetScope, CallScope, Counters};
 use crate::config::{Config, Home};
 use crate::context::{CallContext, Clock};
-use crate::journal::{self, Durability, Entry, Fields, Journal, Kind, NewPolicy, PolicyRow};
+use crate::journal::{
+    self, BudgetChange, BudgetRow, Durability, Entry, Fields, Journal, Kind, NewPolicy, PolicyRow,
+};
 use crate::limits;
 use crate::peer;
 use crate::policy::{self, CallRequest, Effect, PolicySet, Scope, StoredPolicy};
@@ -69,6 +72,11 @@ enum Op {
         reply: oneshot::Sender<Result<(Entry, Vec<PolicyRow>), String>>,
     },
     NextPolicySeq(oneshot::Sender<Result<i64, String>>),
+    /// Set or remove a budget and journal it, in one transaction.
+    ChangeBudget(
+        BudgetChange,
+        oneshot::Sender<Result<(Entry, Vec<BudgetRow>), String>>,
+    ),
     SessionStarted(String, oneshot::Sender<Result<bool, String>>),
     Head(oneshot::Sender<Option<(i64, String)>>),
 }
@@ -130,6 +138,9 @@ fn writer_thread(mut j: Journal, rx: std_mpsc::Receiver<Op>) {
                     .map_err(|e| e.to_string());
                 let _ = reply.send(r);
             }
+            Op::ChangeBudget(change, reply) => {
+                let _ = reply.send(j.change_budget(change).map_err(|e| e.to_string()));
+            }
             Op::NextPolicySeq(reply) => {
                 let _ = reply.send(j.next_policy_seq().map_err(|e| e.to_string()));
             }
@@ -166,6 +177,48 @@ struct Session {
     connector: String,
     agent: Option<String>,
     last_seq: i64,
+    /// What budgets are checked against, and what policies read as `context.session`.
+    counters: Counters,
+    /// Recently charged calls (seq → tool), so a retry the relay names is checked to be one;
+    /// at most `limits::RETRY_STATES_MAX`, oldest forgotten first (its retry is then charged).
+    charged: std::collections::BTreeMap<i64, String>,
+}
+
+impl Session {
+    fn new(connector: String, agent: Option<String>) -> Session {
+        Session {
+            connector,
+            agent,
+            last_seq: 0,
+            counters: Counters::default(),
+            charged: std::collections::BTreeMap::new(),
+        }
+    }
+
+    fn remember_charged(&mut self, seq: i64, tool: &str) {
+        self.charged.insert(seq, tool.to_string());
+        while self.charged.len() > limits::RETRY_STATES_MAX {
+            self.charged.pop_first();
+        }
+    }
+
+    /// Charges an allowed (or approved) call of this session against every budget in force
+    /// whose scope it falls in. The approval path calls this when a person approves a held call.
+    fn charge(
+        &mut self,
+        budgets: &[Budget],
+        seq: i64,
+        tool: &str,
+    ) -> Result<(), budget::BudgetRefusal> {
+        let call = CallScope {
+            agent: self.agent.as_deref(),
+            connector: &self.connector,
+            tool,
+        };
+        self.counters.charge(budgets, &call)?;
+        self.remember_charged(seq, tool);
+        Ok(())
+    }
 }
 
 struct State {
@@ -173,6 +226,8 @@ struct State {
     policy: RwLock<Arc<PolicySet>>,
     /// Serialises policy changes; holds the rows the compiled set was built from.
     rows: tokio::sync::Mutex<Vec<PolicyRow>>,
+    /// The budgets in force, replaced whole on each change (changes serialise on `rows`).
+    budgets: RwLock<Arc<Vec<BudgetRow>>>,
     sessions: Mutex<HashMap<String, Session>>,
     shutdown: Notify,
     durability: Durability,
@@ -245,6 +300,7 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
     let durability = config.journal.durability;
     let j = Journal::open(&db, &machine_id, durability)?;
     let rows = j.policies()?;
+    let budget_rows = j.budgets()?;
     let set = PolicySet::compile(&stored(&rows)).map_err(DaemonError::Policy)?;
     let open_sessions = j.open_sessions()?;
     let pragmas = j.pragmas().to_detail();
@@ -326,6 +382,7 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
         writer,
         policy: RwLock::new(Arc::new(set)),
         rows: tokio::sync::Mutex::new(rows),
+        budgets: RwLock::new(Arc::new(budget_rows)),
         sessions: Mutex::new(HashMap::new()),
         shutdown: Notify::new(),
         durability,
@@ -490,6 +547,7 @@ async fn handle(state: &State, owned: &mut HashSet<String>, req: Request) -> Nex
             args_digest,
             arguments,
             arguments_omitted,
+            retry_of,
         } => {
             // The arguments a rule reads must be the bytes the journal's digest names.
             if arguments
@@ -500,7 +558,19 @@ async fn handle(state: &State, owned: &mut HashSet<String>, req: Request) -> Nex
             }
             let ctx =
                 CallContext::from_call(arguments.as_deref(), arguments_omitted, state.clock());
-            call_request(state, owned, session_id, seq, tool, args_digest, ctx).await
+            call_request(
+                state,
+                owned,
+                CallIn {
+                    session_id,
+                    seq,
+                    tool,
+                    args_digest,
+                    retry_of,
+                },
+                ctx,
+            )
+            .await
         }
         Request::CallOutcome {
             session_id,
@@ -561,10 +631,13 @@ async fn handle(state: &State, owned: &mut HashSet<String>, req: Request) -> Nex
         }
         Request::PolicySet { effect, scope } => policy_set(state, effect, scope).await,
         Request::PolicyRemove { scope } => policy_remove(state, scope).await,
+        Request::BudgetSet { calls, scope } => budget_set(state, calls, scope).await,
+        Request::BudgetRemove { scope } => budget_remove(state, scope).await,
         Request::PolicyList => {
             let rows = state.rows.lock().await;
             Next::Reply(Response::PolicyList {
                 policies: rows.iter().map(listed).collect(),
+                budgets: current_budgets(state).to_vec(),
             })
         }
         Request::PolicyExplain {
@@ -593,8 +666,19 @@ async fn handle(state: &State, owned: &mut HashSet<String>, req: Request) -> Nex
                 },
                 &ctx,
             );
+            let call = CallScope {
+                agent: agent.as_deref(),
+                connector: connector.as_deref().unwrap_or(""),
+                tool: &tool,
+            };
+            let budgets = current_budgets(state)
+                .iter()
+                .filter(|b| b.budget.scope().applies(&call))
+                .cloned()
+                .collect();
             Next::Reply(Response::Explain {
                 explanation: Box::new(explanation),
+                budgets,
             })
         }
         Request::PolicyImport {
@@ -645,6 +729,13 @@ fn listed(r: &PolicyRow) -> wire::ListedPolicy {
         }),
         text: r.text.clone(),
         created_at: r.created_at.clone(),
+    }
+}
+
+fn current_budgets(state: &State) -> Arc<Vec<BudgetRow>> {
+    match state.budgets.read() {
+        Ok(b) => Arc::clone(&b),
+        Err(poisoned) => Arc::clone(&poisoned.into_inner()),
     }
 }
 
@@ -702,14 +793,7 @@ async fn session_start(
     // both pass the check.
     let reserved = match state.sessions.lock() {
         Ok(mut s) if !s.contains_key(&session_id) => {
-            s.insert(
-                session_id.clone(),
-                Session {
-                    connector: connector.clone(),
-                    agent: None,
-                    last_seq: 0,
-                },
-            );
+            s.insert(session_id.clone(), Session::new(connector.clone(), None));
             true
         }
         _ => false,
@@ -758,19 +842,42 @@ async fn session_start(
     Next::Reply(Response::Ok)
 }
 
-async fn call_request(
-    state: &State,
-    owned: &HashSet<String>,
+/// What the relay said about one call.
+struct CallIn {
     session_id: String,
     seq: i64,
     tool: String,
     args_digest: String,
+    retry_of: Option<i64>,
+}
+
+/// The decision on one call once the budgets have had their say.
+struct Verdicts {
+    verdict: Verdict,
+    word: String,
+    policy_id: Option<String>,
+    reason: String,
+    /// Whether the call was charged (so a failed journal write must refund it).
+    charged: bool,
+}
+
+async fn call_request(
+    state: &State,
+    owned: &HashSet<String>,
+    call: CallIn,
     ctx: CallContext,
 ) -> Next {
+    let CallIn {
+        session_id,
+        seq,
+        tool,
+        args_digest,
+        retry_of,
+    } = call;
     if !owned.contains(&session_id) {
         return violation("this connection did not open that session");
     }
-    let (connector, agent) = {
+    let (connector, agent, counts) = {
         let Ok(mut sessions) = state.sessions.lock() else {
             return violation("the session table is unavailable");
         };
@@ -784,7 +891,11 @@ async fn call_request(
             ));
         }
         s.last_seq = seq;
-        (s.connector.clone(), s.agent.clone())
+        (
+            s.connector.clone(),
+            s.agent.clone(),
+            s.counters.snapshot(&tool),
+        )
     };
     let undecided = |reason: String| {
         Next::Reply(Response::Decision {
@@ -802,6 +913,7 @@ async fn call_request(
         return violation("args_digest is a SHA-256 in hex");
     }
     let set = current_policy(state);
+    let ctx = ctx.with_session(counts);
     let decision = set.decide_with(
         &CallRequest {
             agent: agent.as_deref(),
@@ -810,10 +922,27 @@ async fn call_request(
         },
         &ctx,
     );
-    let verdict = match decision.effect {
-        Effect::Allow => Verdict::Allow,
-        Effect::Ask => Verdict::Ask,
-        Effect::Deny => Verdict::Deny,
+    let budgets: Vec<Budget> = current_budgets(state)
+        .iter()
+        .map(|r| r.budget.clone())
+        .collect();
+    let v = {
+        let Ok(mut sessions) = state.sessions.lock() else {
+            return violation("the session table is unavailable");
+        };
+        let Some(s) = sessions.get_mut(&session_id) else {
+            return violation("that session has ended");
+        };
+        budget_verdict(
+            s,
+            &budgets,
+            seq,
+            &tool,
+            retry_of,
+            decision.effect,
+            decision.policy_id,
+            decision.reason,
+        )
     };
     let recorded = state
         .writer
@@ -823,29 +952,108 @@ async fn call_request(
                 session_id: Some(session_id.clone()),
                 seq: Some(seq),
                 connector: Some(connector),
-                tool: Some(tool),
+                tool: Some(tool.clone()),
                 agent,
                 args_digest: Some(args_digest),
-                decision: Some(decision.effect.as_str().to_string()),
-                policy_id: decision.policy_id.clone(),
-                reason: Some(decision.reason.clone()),
+                decision: Some(v.word),
+                policy_id: v.policy_id.clone(),
+                reason: Some(v.reason.clone()),
                 ..Fields::default()
             },
         )
         .await;
     // The answer goes out only after the entry is committed; a call that was not recorded is
-    // not decided.
+    // not decided, and not charged.
     match recorded {
         Ok(_) => Next::Reply(Response::Decision {
             session_id,
             seq,
-            decision: verdict,
-            policy_id: decision.policy_id,
-            reason: decision.reason,
+            decision: v.verdict,
+            policy_id: v.policy_id,
+            reason: v.reason,
         }),
-        Err(e) => undecided(format!("the call could not be recorded: {e}")),
+        Err(e) => {
+            if let Ok(mut sessions) = state.sessions.lock()
+                && let Some(s) = sessions.get_mut(&session_id)
+            {
+                if v.charged {
+                    s.counters.refund(&tool);
+                    s.charged.remove(&seq);
+                }
+                if v.verdict == Verdict::Allow {
+                    s.counters.note_refused();
+                }
+            }
+            undecided(format!("the call could not be recorded: {e}"))
+        }
     }
 }
+
+/// The rules' decision, narrowed by the budgets: an allow is charged (or refused `over-budget`
+/// if a budget has no room), a retry of an allowed call is allowed without a second charge, and
+/// everything else is counted as refused. Every call counts as decided.
+#[allow(clippy::too_many_arguments)]
+fn budget_verdict(
+    s: &mut Session,
+    budgets: &[Budget],
+    seq: i64,
+    tool: &str,
+    retry_of: Option<i64>,
+    effect: Effect,
+    policy_id: Option<String>,
+    reason: String,
+) -> Verdicts {
+    s.counters.note_decided();
+    let refused = |s: &mut Session, verdict: Verdict, word: &str, policy_id, reason| {
+        s.counters.note_refused();
+        Verdicts {
+            verdict,
+            word: word.to_string(),
+            policy_id,
+            reason,
+            charged: false,
+        }
+    };
+    match effect {
+        // Until approval exists, an ask refuses; the approval path charges an approved call
+        // with `Session::charge`.
+        Effect::Ask => refused(s, Verdict::Ask, "ask", policy_id, reason),
+        Effect::Deny => refused(s, Verdict::Deny, "deny", policy_id, reason),
+        Effect::Allow => {
+            // A retry is the same call only if the session did charge that call, for this tool.
+            let retry = retry_of
+                .filter(|orig| *orig < seq && s.charged.get(orig).is_some_and(|t| t == tool));
+            if let Some(orig) = retry {
+                return Verdicts {
+                    verdict: Verdict::Allow,
+                    word: "allow".into(),
+                    policy_id,
+                    reason: format!("{reason}; retry of call {orig}, not charged again"),
+                    charged: false,
+                };
+            }
+            match s.charge(budgets, seq, tool) {
+                Ok(()) => Verdicts {
+                    verdict: Verdict::Allow,
+                    word: "allow".into(),
+                    policy_id,
+                    reason,
+                    charged: true,
+                },
+                Err(r) => refused(
+                    s,
+                    Verdict::OverBudget,
+                    OVER_BUDGET,
+                    r.policy_id(),
+                    r.reason(),
+                ),
+            }
+        }
+    }
+}
+
+/// The journal's decision word for a call the rules allowed and a budget refused.
+pub const OVER_BUDGET: &str = "over-budget";
 
 fn check_scope(scope: &Scope) -> Result<(), String> {
     if let Some(t) = &scope.tool {
@@ -1030,6 +1238,99 @@ async fn apply_change(
     }
 }
 
+fn budget_scope_check(scope: &BudgetScope) -> Result<(), String> {
+    check_scope(&Scope {
+        tool: scope.tool.clone(),
+        agent: scope.agent.clone(),
+        connector: scope.connector.clone(),
+    })
+}
+
+/// Sets a budget: one per scope. The same cap again changes nothing; another cap is refused
+/// (remove the budget first), exactly as a scope holds one rule.
+async fn budget_set(state: &State, calls: i64, scope: BudgetScope) -> Next {
+    if let Err(e) = budget::check_cap(calls) {
+        return error(e.to_string());
+    }
+    if let Err(e) = budget_scope_check(&scope) {
+        return error(e);
+    }
+    // Changes serialise with policy changes.
+    let _rows = state.rows.lock().await;
+    if let Some(existing) = current_budgets(state)
+        .iter()
+        .find(|r| r.budget.scope() == scope)
+    {
+        if existing.budget.calls == calls {
+            return Next::Reply(Response::PolicyChanged {
+                message: format!(
+                    "budget {} already allows {}; nothing changed",
+                    existing.budget.id,
+                    existing.budget.describe()
+                ),
+                changed: false,
+                chain_seq: None,
+            });
+        }
+        return error(format!(
+            "budget {} already covers {} ({}); a scope holds one budget: remove it first with `holdcall policy budget remove`",
+            existing.budget.id,
+            scope.describe(),
+            existing.budget.describe()
+        ));
+    }
+    change_budget(state, BudgetChange::Set { calls, scope }).await
+}
+
+async fn budget_remove(state: &State, scope: BudgetScope) -> Next {
+    if let Err(e) = budget_scope_check(&scope) {
+        return error(e);
+    }
+    let _rows = state.rows.lock().await;
+    let Some(existing) = current_budgets(state)
+        .iter()
+        .find(|r| r.budget.scope() == scope)
+        .cloned()
+    else {
+        return error(format!(
+            "no budget covers {}; `holdcall policy list` shows the budgets",
+            scope.describe()
+        ));
+    };
+    change_budget(
+        state,
+        BudgetChange::Remove {
+            id: existing.budget.id,
+        },
+    )
+    .await
+}
+
+/// Stores the change and its journal entry in one transaction; only after the commit do the
+/// new budgets apply.
+async fn change_budget(state: &State, change: BudgetChange) -> Next {
+    match state.writer.ask(|r| Op::ChangeBudget(change, r)).await {
+        Ok(Ok((entry, rows))) => {
+            if let Ok(mut b) = state.budgets.write() {
+                *b = Arc::new(rows);
+            }
+            Next::Reply(Response::PolicyChanged {
+                message: format!(
+                    "{} (recorded in the journal as entry {})",
+                    entry.fields.reason.as_deref().unwrap_or("budget changed"),
+                    entry.chain_seq
+                ),
+                changed: true,
+                chain_seq: Some(entry.chain_seq),
+            })
+        }
+        Ok(Err(e)) => error(format!(
+            "the change could not be recorded, so it was not made: {e}"
+        )),
+        Err(e) => error(e.to_string()),
+    }
+}
+
 /// The `source` of every policy a file contributed: re-importing the file replaces them.
 fn file_source(file: &str) -> String {
     format!("file:{file}")
@@ -1182,6 +1483,70 @@ async fn policy_import(state: &State, file: String, text: String, dry_run: bool)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn echo_budget(calls: i64) -> Vec<Budget> {
+        vec![Budget {
+            id: "budget-1".into(),
+            seq: 1,
+            calls,
+            tool: Some("echo".into()),
+            agent: None,
+            connector: None,
+        }]
+    }
+
+    fn allow(s: &mut Session, budgets: &[Budget], seq: i64, retry_of: Option<i64>) -> Verdicts {
+        budget_verdict(
+            s,
+            budgets,
+            seq,
+            "echo",
+            retry_of,
+            Effect::Allow,
+            None,
+            "r".into(),
+        )
+    }
+
+    #[test]
+    fn a_retry_of_a_charged_call_is_allowed_without_a_second_charge() {
+        let mut s = Session::new("c".into(), None);
+        let b = echo_budget(1);
+        assert!(allow(&mut s, &b, 1, None).charged);
+        let v = allow(&mut s, &b, 2, Some(1));
+        assert_eq!((v.verdict, v.charged), (Verdict::Allow, false));
+        assert_eq!(v.reason, "r; retry of call 1, not charged again");
+        assert_eq!(s.counters.snapshot("echo").tool_calls, 1);
+        assert_eq!(s.counters.snapshot("echo").calls, 2);
+    }
+
+    #[test]
+    fn a_retry_naming_a_call_that_was_never_charged_is_charged_as_a_new_call() {
+        let mut s = Session::new("c".into(), None);
+        let b = echo_budget(1);
+        // Refused by a rule: never charged, so it cannot be retried for free.
+        let v = budget_verdict(&mut s, &b, 1, "echo", None, Effect::Deny, None, "r".into());
+        assert_eq!((v.verdict, v.word.as_str()), (Verdict::Deny, "deny"));
+        assert!(allow(&mut s, &b, 2, Some(1)).charged);
+        let v = allow(&mut s, &b, 3, Some(7));
+        assert_eq!(
+            (v.verdict, v.word.as_str()),
+            (Verdict::OverBudget, OVER_BUDGET)
+        );
+        assert_eq!(v.policy_id.as_deref(), Some("budget-1"));
+        let c = s.counters.snapshot("echo");
+        assert_eq!((c.calls, c.allowed, c.refused), (3, 1, 2));
+    }
+
+    #[test]
+    fn a_retry_of_a_call_to_another_tool_is_not_a_retry() {
+        let mut s = Session::new("c".into(), None);
+        let b = echo_budget(1);
+        let v = budget_verdict(&mut s, &b, 1, "add", None, Effect::Allow, None, "r".into());
+        assert!(v.charged);
+        assert!(allow(&mut s, &b, 2, Some(1)).charged);
+        assert_eq!(allow(&mut s, &b, 3, Some(1)).verdict, Verdict::OverBudget);
+    }
 
     #[test]
     fn only_a_debug_build_takes_its_clock_from_holdcall_clock() {

@@ -36,6 +36,10 @@ pub const DENIED_UNREADABLE: &str = "Holdcall refused this call: its tool name c
 pub const DENIED_ASK_UNAVAILABLE: &str = "Holdcall refused this call: a policy rule says a \
      person must approve it, and approval is not available yet. Do not retry automatically.";
 
+/// Refusal text for a call the rules allow but a budget has no room left for.
+pub const DENIED_OVER_BUDGET: &str = "Holdcall refused this call: this session has used up a \
+     budget that caps how many such calls it may make. Do not retry automatically.";
+
 /// A call whose id is already used by a call in flight.
 pub const DENIED_DUPLICATE_ID: &str = "Holdcall refused this call: another call with the same id \
      is still running, and their answers could not be told apart. Do not retry automatically.";
@@ -131,6 +135,14 @@ pub struct ToolCall<'a> {
     /// The revision the request names in `params._meta` (every 2026-07-28 request does): its
     /// refusal takes that shape even when no handshake was seen.
     pub protocol_version: Option<String>,
+    /// `params.requestState` exactly as written: a 2026-07-28 retry of a call the server answered
+    /// `input_required` carries the state that answer gave.
+    pub request_state: Option<&'a [u8]>,
+    /// Whether `params.inputResponses` is present (the retry's answers to the server).
+    pub input_responses: bool,
+    /// Whether `params.task` is present: the call creates a task (its result comes later through
+    /// `tasks/result`, which is not a call).
+    pub creates_task: bool,
 }
 
 /// What one client→server line is, and so what the relay does with it.
@@ -254,6 +266,28 @@ pub fn decode_json_string(raw: &[u8]) -> Option<String> {
 /// ambiguous and reads as not an error.
 pub fn result_is_error(result: &[u8]) -> bool {
     object_member(result, "isError") == Some(b"true".as_slice())
+}
+
+/// The `requestState` of a result that asks the client for input (`"resultType":
+/// "input_required"`, 2026-07-28), as the key the relay remembers it by: a JSON string's decoded
+/// bytes (so an escape written differently by the client still matches), any other value's bytes
+/// as written. `None` for any other result, or one that repeats a key.
+pub fn input_required_state(result: &[u8]) -> Option<Vec<u8>> {
+    let members = unique_members(result)?;
+    let kind = member(&members, "resultType").and_then(decode_json_string)?;
+    if kind != "input_required" {
+        return None;
+    }
+    request_state_key(member(&members, "requestState")?)
+}
+
+/// The key a `requestState` value is remembered and matched by (see [`input_required_state`]).
+pub fn request_state_key(raw: &[u8]) -> Option<Vec<u8>> {
+    if raw.first() == Some(&b'"') {
+        decode_json_string(raw).map(String::into_bytes)
+    } else {
+        Some(raw.to_vec())
+    }
 }
 
 /// The version a request proposes in `params._meta["io.modelcontextprotocol/protocolVersion"]`,
@@ -458,6 +492,9 @@ fn read_call<'a>(id: Option<&'a [u8]>, params: Option<&'a [u8]>) -> ClientFrame<
         name,
         arguments: member(&members, "arguments"),
         protocol_version: request_protocol_version(params),
+        request_state: member(&members, "requestState"),
+        input_responses: member(&members, "inputResponses").is_some(),
+        creates_task: member(&members, "task").is_some(),
     })
 }
 
@@ -1000,6 +1037,54 @@ fn push_json_string(out: &mut Vec<u8>, text: &str) {
 )]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_call_says_its_request_state_input_responses_and_task_without_copying_them() {
+        let line = br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"confirm","arguments":{},"inputResponses":{"sure":{"action":"accept"}},"requestState":"s\u0031","task":{"ttl":1}}}"#;
+        let frame = classify_client_line(line);
+        let c = call(&frame);
+        assert_eq!(c.request_state, Some(br#""s\u0031""#.as_slice()));
+        assert!(c.input_responses && c.creates_task);
+        assert_eq!(
+            request_state_key(c.request_state.unwrap_or_default()),
+            Some(b"s1".to_vec()),
+            "a string state is matched by its decoded text"
+        );
+        let plain = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}"#;
+        let frame = classify_client_line(plain);
+        let c = call(&frame);
+        assert_eq!(
+            (c.request_state, c.input_responses, c.creates_task),
+            (None, false, false)
+        );
+    }
+
+    #[test]
+    fn only_an_input_required_result_gives_a_request_state() {
+        assert_eq!(
+            input_required_state(br#"{"resultType":"input_required","requestState":"abc"}"#),
+            Some(b"abc".to_vec())
+        );
+        assert_eq!(
+            input_required_state(br#"{"resultType":"input_required","requestState":{"n":1}}"#),
+            Some(br#"{"n":1}"#.to_vec())
+        );
+        assert_eq!(
+            input_required_state(br#"{"resultType":"complete","requestState":"abc"}"#),
+            None
+        );
+        assert_eq!(
+            input_required_state(br#"{"resultType":"input_required"}"#),
+            None
+        );
+        assert_eq!(
+            input_required_state(
+                br#"{"resultType":"input_required","requestState":"a","requestState":"b"}"#
+            ),
+            None,
+            "a repeated key is ambiguous"
+        );
+    }
 
     fn call<'f, 'a>(frame: &'f ClientFrame<'a>) -> &'f ToolCall<'a> {
         match frame {

@@ -105,6 +105,17 @@ CREATE TABLE IF NOT EXISTS policies(
     connector TEXT,
     created_at TEXT NOT NULL
 ) STRICT;
+CREATE TABLE IF NOT EXISTS budgets(
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    calls INTEGER NOT NULL CHECK(calls >= 1),
+    tool TEXT,
+    agent TEXT,
+    connector TEXT,
+    created_at TEXT NOT NULL
+) STRICT;
+CREATE UNIQUE INDEX IF NOT EXISTS budgets_one_per_scope
+    ON budgets(ifnull(tool, ''), ifnull(agent, ''), ifnull(connector, ''));
 ";
 
 /// Column list shared by every query that reads entries, in the order [`entry_from_row`] expects.
@@ -306,11 +317,12 @@ pub enum Kind {
     Anomaly,
     PolicyChange,
     DaemonStart,
+    BudgetChange,
 }
 
 impl Kind {
     /// Every kind, in documentation order.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::SessionStart,
         Kind::CallRequest,
         Kind::CallOutcome,
@@ -318,6 +330,7 @@ impl Kind {
         Kind::Anomaly,
         Kind::PolicyChange,
         Kind::DaemonStart,
+        Kind::BudgetChange,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -329,6 +342,7 @@ impl Kind {
             Kind::Anomaly => "anomaly",
             Kind::PolicyChange => "policy.change",
             Kind::DaemonStart => "daemon.start",
+            Kind::BudgetChange => "budget.change",
         }
     }
 
@@ -590,6 +604,28 @@ fn policy_from_row(row: &Row<'_>) -> rusqlite::Result<PolicyRow> {
     })
 }
 
+const BUDGET_COLUMNS: &str = "seq, id, calls, tool, agent, connector, created_at";
+
+fn read_budgets(conn: &Connection) -> rusqlite::Result<Vec<BudgetRow>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {BUDGET_COLUMNS} FROM budgets ORDER BY seq"
+    ))?;
+    let rows = stmt.query_map([], |row| {
+        Ok(BudgetRow {
+            budget: crate::budget::Budget {
+                seq: row.get(0)?,
+                id: row.get(1)?,
+                calls: row.get(2)?,
+                tool: row.get(3)?,
+                agent: row.get(4)?,
+                connector: row.get(5)?,
+            },
+            created_at: row.get(6)?,
+        })
+    })?;
+    rows.collect()
+}
+
 fn read_policies(conn: &Connection) -> rusqlite::Result<Vec<PolicyRow>> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {POLICY_COLUMNS} FROM policies ORDER BY seq"
@@ -789,6 +825,27 @@ pub struct PolicyRow {
     pub agent: Option<String>,
     pub connector: Option<String>,
     pub created_at: String,
+}
+
+/// A budget as stored.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BudgetRow {
+    #[serde(flatten)]
+    pub budget: crate::budget::Budget,
+    pub created_at: String,
+}
+
+/// One change to the budgets: set a new one (its id is assigned when it is stored), or remove
+/// one by id.
+#[derive(Debug, Clone)]
+pub enum BudgetChange {
+    Set {
+        calls: i64,
+        scope: crate::budget::BudgetScope,
+    },
+    Remove {
+        id: String,
+    },
 }
 
 /// A policy to insert. `seq` must be at least [`Journal::next_policy_seq`] (count up from it for
@@ -1260,6 +1317,114 @@ impl Journal {
     }
 
     /// (chain_seq, hash) of the last entry, as of the last write or open.
+    /// The stored budgets, ordered by seq.
+    pub fn budgets(&self) -> Result<Vec<BudgetRow>, JournalError> {
+        read_budgets(&self.conn).map_err(|source| JournalError::Read {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    /// Sets or removes one budget and appends its `budget.change` entry in ONE transaction; the
+    /// entry names the budget (`policy_id`), its scope (`tool`, `agent`, `connector`), says what
+    /// changed in `reason`, and holds the budget's line with `+` or `-` in `detail`. Returns the
+    /// entry and the budgets now stored.
+    pub fn change_budget(
+        &mut self,
+        change: BudgetChange,
+    ) -> Result<(Entry, Vec<BudgetRow>), JournalError> {
+        let path = self.path.clone();
+        let write_err = |source| JournalError::Write {
+            path: path.clone(),
+            source,
+        };
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(write_err)?;
+        let (budget, sign, verb) = match change {
+            BudgetChange::Set { calls, scope } => {
+                let seq: i64 = tx
+                    .query_row(
+                        "SELECT max(
+                             coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'budgets'), 0),
+                             coalesce((SELECT max(seq) FROM budgets), 0)
+                         ) + 1",
+                        [],
+                        |r| r.get(0),
+                    )
+                    .map_err(write_err)?;
+                let budget = crate::budget::Budget {
+                    id: format!("budget-{seq}"),
+                    seq,
+                    calls,
+                    tool: scope.tool,
+                    agent: scope.agent,
+                    connector: scope.connector,
+                };
+                tx.execute(
+                    &format!(
+                        "INSERT INTO budgets ({BUDGET_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+                    ),
+                    params![
+                        budget.seq,
+                        budget.id,
+                        budget.calls,
+                        budget.tool,
+                        budget.agent,
+                        budget.connector,
+                        now_rfc3339()
+                    ],
+                )
+                .map_err(write_err)?;
+                (budget, '+', "set")
+            }
+            BudgetChange::Remove { id } => {
+                let old = read_budgets(&tx)
+                    .map_err(write_err)?
+                    .into_iter()
+                    .find(|b| b.budget.id == id)
+                    .ok_or_else(|| JournalError::UnknownPolicy { id: id.clone() })?;
+                tx.execute("DELETE FROM budgets WHERE id = ?1", [&id])
+                    .map_err(write_err)?;
+                (old.budget, '-', "removed")
+            }
+        };
+        let described = budget.describe();
+        let fields = Fields {
+            tool: budget.tool.clone(),
+            agent: budget.agent.clone(),
+            connector: budget.connector.clone(),
+            policy_id: Some(budget.id.clone()),
+            reason: Some(format!("budget {} {verb}: {described}", budget.id)),
+            detail: Some(format!("{sign} {}: {described}", budget.id)),
+            ..Fields::default()
+        };
+        let result = insert_entries(
+            &tx,
+            &self.path,
+            &self.genesis,
+            vec![(Kind::BudgetChange, fields)],
+        )
+        .and_then(|entries| {
+            let rows = read_budgets(&tx).map_err(write_err)?;
+            tx.commit().map_err(write_err)?;
+            Ok((entries, rows))
+        });
+        let (entries, rows) = match result {
+            Ok(x) => (Ok(x.0), Some(x.1)),
+            Err(e) => (Err(e), None),
+        };
+        let entry = self.settle(entries, |e| e.into_iter().next())?;
+        match (entry, rows) {
+            (Some(e), Some(rows)) => Ok((e, rows)),
+            _ => Err(JournalError::Write {
+                path: self.path.clone(),
+                source: rusqlite::Error::QueryReturnedNoRows,
+            }),
+        }
+    }
+
     pub fn head(&self) -> Option<(i64, String)> {
         self.head.clone()
     }
@@ -1495,6 +1660,11 @@ impl Reader {
     /// The stored policies, ordered by seq.
     pub fn policies(&self) -> Result<Vec<PolicyRow>, JournalError> {
         read_policies(&self.conn).map_err(self.read_err())
+    }
+
+    /// The stored budgets, ordered by seq.
+    pub fn budgets(&self) -> Result<Vec<BudgetRow>, JournalError> {
+        read_budgets(&self.conn).map_err(self.read_err())
     }
 
     /// Walks the whole chain in chain_seq order and names every problem it finds (see
@@ -2185,6 +2355,63 @@ mod tests {
             vec![(3, "a", "deny")]
         );
         assert_eq!(j.next_policy_seq()?, 4);
+        Ok(())
+    }
+
+    #[test]
+    fn a_budget_and_its_entry_are_one_transaction_and_a_scope_holds_one_budget() -> TestResult {
+        use crate::budget::BudgetScope;
+        let f = fixture()?;
+        let mut j = journal_with(&f, 0)?;
+        let echo = BudgetScope {
+            tool: Some("echo".into()),
+            ..BudgetScope::default()
+        };
+        let (entry, rows) = j.change_budget(BudgetChange::Set {
+            calls: 2,
+            scope: echo.clone(),
+        })?;
+        assert_eq!(entry.kind, "budget.change");
+        assert_eq!(entry.fields.policy_id.as_deref(), Some("budget-1"));
+        assert_eq!(rows.len(), 1);
+        let before = (j.budgets()?, j.head());
+        let again = j.change_budget(BudgetChange::Set {
+            calls: 3,
+            scope: echo,
+        });
+        assert!(
+            matches!(again, Err(JournalError::Write { .. })),
+            "{again:?}"
+        );
+        let unknown = j.change_budget(BudgetChange::Remove {
+            id: "budget-9".into(),
+        });
+        assert!(matches!(unknown, Err(JournalError::UnknownPolicy { .. })));
+        assert_eq!(
+            (j.budgets()?, j.head()),
+            before,
+            "a refused change wrote nothing"
+        );
+        let (removed, rows) = j.change_budget(BudgetChange::Remove {
+            id: "budget-1".into(),
+        })?;
+        assert!(rows.is_empty());
+        assert_eq!(
+            removed
+                .fields
+                .detail
+                .as_deref()
+                .map(|d| d.starts_with("- budget-1")),
+            Some(true)
+        );
+        let (_, rows) = j.change_budget(BudgetChange::Set {
+            calls: 1,
+            scope: BudgetScope::default(),
+        })?;
+        assert_eq!(
+            rows[0].budget.id, "budget-2",
+            "a removed budget's id is never reused"
+        );
         Ok(())
     }
 

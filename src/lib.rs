@@ -11,6 +11,7 @@
 //! - `peer`: who is on the other end of a socket, by the kernel's word.
 //! - `daemon`: sessions, the decision service, and the single writer of the database.
 //! - `context`: the Cedar context of a call (arguments mapped without JSON escapes, time). No I/O.
+//! - `budget`: caps on allowed calls per relay session, and the session's counts. No I/O.
 //! - `policy`: Cedar: compile, validate, evaluate, the precedence wrapper, explain. No I/O.
 //! - `policyfile`: policy files: splitting, checking and linting with located reports. No I/O.
 //! - `policytest`: `policy test` cases files, decided with the daemon's own function. No I/O.
@@ -21,6 +22,7 @@
 //! - `bench`: the hidden `holdcall bench-decisions`, which times decisions as a relay asks them.
 
 pub mod bench;
+pub mod budget;
 pub mod cli;
 pub mod config;
 pub mod context;

@@ -71,3 +71,24 @@ const _: () = assert!(ARGUMENTS_DEPTH_MAX < JSON_DEPTH_MAX);
 const _: () = assert!(ARGUMENTS_VALUES_MAX < ARGUMENTS_BYTES_MAX);
 // A policy file escaped into JSON is at most twice its size (plus room for the envelope).
 const _: () = assert!(POLICY_FILE_BYTES_MAX * 2 < SOCKET_LINE_BYTES_MAX);
+
+/// Largest cap a budget may set (calls per relay session). A budget is a brake on a runaway
+/// agent, not a meter; a cap beyond a million is no brake, and the bound keeps every count and
+/// its arithmetic far from overflow.
+pub const BUDGET_CALLS_MAX: u32 = 1_000_000;
+
+/// Most distinct tool names one session keeps an allowed-call count for (the daemon, per
+/// session). Each allowed call of a new name adds one; a session past this is refused further
+/// calls of new names rather than letting its counts grow without bound.
+pub const SESSION_TOOL_COUNTS_MAX: usize = 4096;
+
+/// Most `input_required` answers one relay remembers at once, each waiting for the client's
+/// retry (`requestState` → the original call). Past it the oldest is forgotten, so its retry is
+/// charged as a new call: forgetting can only over-count, never let a call through free.
+pub const RETRY_STATES_MAX: usize = 1024;
+
+/// Largest `requestState` (bytes, as written) the relay remembers; a larger one is not kept,
+/// so its retry is charged as a new call.
+pub const REQUEST_STATE_BYTES_MAX: usize = 64 * 1024;
+
+const _: () = assert!(REQUEST_STATE_BYTES_MAX < FRAME_BYTES_MAX);

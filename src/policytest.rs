@@ -12,6 +12,7 @@
 //! tool = "git_push"
 //! arguments = '{"branch":"main"}'  # optional; JSON text, or an inline table
 //! time = "2026-01-05T10:00:00+01:00" # optional RFC 3339 with offset; absent = now
+//! session = { tool_calls = 20 }    # optional context.session counts; absent = 0
 //! expect = "ask"                   # allow | deny | ask
 //! ```
 //!
@@ -22,6 +23,7 @@ use miette::{Diagnostic, NamedSource, SourceSpan};
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::budget::SessionCounts;
 use crate::context::{CallContext, Clock};
 use crate::policy::{self, CallRequest, Decision, Effect, PolicySet};
 
@@ -57,7 +59,22 @@ struct RawCase {
     tool: Spanned<String>,
     arguments: Option<Spanned<toml::Value>>,
     time: Option<Spanned<String>>,
+    session: Option<Spanned<RawSession>>,
     expect: Spanned<String>,
+}
+
+/// `context.session` for one case; an absent count is 0.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSession {
+    #[serde(default)]
+    calls: i64,
+    #[serde(default)]
+    allowed: i64,
+    #[serde(default)]
+    refused: i64,
+    #[serde(default)]
+    tool_calls: i64,
 }
 
 /// One call to decide and what is expected of it.
@@ -73,6 +90,8 @@ pub struct Case {
     pub arguments: Option<String>,
     /// `None`: the current time.
     pub clock: Option<Clock>,
+    /// The session's counts before the call (`context.session`); zeros when not given.
+    pub session: SessionCounts,
     pub expect: Effect,
 }
 
@@ -113,7 +132,7 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Case>, Box<CasesError>> {
             e.span().unwrap_or(0..0),
             format!("not a cases file: {}", e.message()),
             "each case is a [[case]] table with name, tool and expect, and optionally agent, \
-             connector, arguments (JSON text or an inline table) and time (RFC 3339)",
+             connector, arguments (JSON text or an inline table), time (RFC 3339) and session (context.session counts)",
         )
     })?;
     if raw.case.is_empty() {
@@ -181,6 +200,29 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Case>, Box<CasesError>> {
                 )
             })?),
         };
+        let session = match c.session {
+            None => SessionCounts::default(),
+            Some(sp) => {
+                let span = sp.span();
+                let r = sp.into_inner();
+                if [r.calls, r.allowed, r.refused, r.tool_calls]
+                    .iter()
+                    .any(|n| *n < 0)
+                {
+                    return Err(fail(
+                        span,
+                        "a session count is negative".into(),
+                        "session counts are 0 or more: { calls = 3, allowed = 2, refused = 1, tool_calls = 2 }",
+                    ));
+                }
+                SessionCounts {
+                    calls: r.calls,
+                    allowed: r.allowed,
+                    refused: r.refused,
+                    tool_calls: r.tool_calls,
+                }
+            }
+        };
         cases.push(Case {
             name: c.name,
             at: format!("{file}:{line}:{col}"),
@@ -189,6 +231,7 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Case>, Box<CasesError>> {
             tool: c.tool.into_inner(),
             arguments,
             clock,
+            session,
             expect,
         });
     }
@@ -214,7 +257,8 @@ pub fn run(set: &PolicySet, cases: &[Case]) -> Vec<CaseResult> {
         .iter()
         .map(|case| {
             let clock = case.clock.unwrap_or_else(Clock::system);
-            let ctx = CallContext::from_call(case.arguments.as_deref(), false, clock);
+            let ctx = CallContext::from_call(case.arguments.as_deref(), false, clock)
+                .with_session(case.session);
             let decision = set.decide_with(
                 &CallRequest {
                     agent: case.agent.as_deref(),
@@ -235,6 +279,45 @@ pub fn run(set: &PolicySet, cases: &[Case]) -> Vec<CaseResult> {
 #[allow(clippy::panic, clippy::indexing_slicing, reason = "tests")]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_case_can_set_the_session_counts_and_absent_ones_are_zero() {
+        let cases = parse(
+            "c.toml",
+            "[[case]]\nname = \"a\"\ntool = \"echo\"\nsession = { tool_calls = 20, refused = 2 }\nexpect = \"deny\"\n\n\
+             [[case]]\nname = \"b\"\ntool = \"echo\"\nexpect = \"allow\"\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            cases[0].session,
+            SessionCounts {
+                calls: 0,
+                allowed: 0,
+                refused: 2,
+                tool_calls: 20
+            }
+        );
+        assert_eq!(cases[1].session, SessionCounts::default());
+    }
+
+    #[test]
+    fn a_negative_or_unknown_session_count_is_a_mistake_in_the_file() {
+        let negative = parse(
+            "c.toml",
+            "[[case]]\nname = \"a\"\ntool = \"echo\"\nsession = { calls = -1 }\nexpect = \"deny\"\n",
+        )
+        .err()
+        .unwrap_or_else(|| panic!("accepted"));
+        assert_eq!(negative.at, "c.toml:4:11");
+        assert!(negative.message.contains("negative"));
+        let unknown = parse(
+            "c.toml",
+            "[[case]]\nname = \"a\"\ntool = \"echo\"\nsession = { call = 1 }\nexpect = \"deny\"\n",
+        )
+        .err()
+        .unwrap_or_else(|| panic!("accepted"));
+        assert!(unknown.message.contains("call"), "{}", unknown.message);
+    }
 
     #[test]
     fn a_cases_file_reads_json_text_and_inline_tables_alike() {

@@ -186,7 +186,65 @@ impl Link {
 
 /// Calls allowed and forwarded, keyed by the raw bytes of their JSON-RPC id, awaiting the
 /// server's answer so the outcome can be recorded.
-type InFlight = Arc<Mutex<HashMap<Vec<u8>, (i64, Instant)>>>;
+type InFlight = Arc<Mutex<HashMap<Vec<u8>, Forwarded>>>;
+
+/// One call forwarded to the server and not yet answered.
+#[derive(Debug, Clone)]
+struct Forwarded {
+    seq: i64,
+    started: Instant,
+    /// What a retry must match to be the same call: the original call's seq (a retry's own
+    /// answer can ask for input again), its tool, and the digest of its arguments.
+    call: RetryOf,
+}
+
+/// The call a `requestState` belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RetryOf {
+    origin: i64,
+    tool: String,
+    digest: String,
+}
+
+/// The `requestState`s of `input_required` answers, each waiting for the client's retry, oldest
+/// first. Bounded (`limits::RETRY_STATES_MAX`): a forgotten state only makes its retry count as
+/// a new call.
+#[derive(Debug, Default)]
+struct RetryStates {
+    by_state: HashMap<Vec<u8>, RetryOf>,
+    order: std::collections::VecDeque<Vec<u8>>,
+}
+
+impl RetryStates {
+    fn remember(&mut self, state: Vec<u8>, call: RetryOf) {
+        if state.len() > limits::REQUEST_STATE_BYTES_MAX {
+            return;
+        }
+        if self.by_state.insert(state.clone(), call).is_none() {
+            self.order.push_back(state);
+        }
+        while self.order.len() > limits::RETRY_STATES_MAX {
+            if let Some(old) = self.order.pop_front() {
+                self.by_state.remove(&old);
+            }
+        }
+    }
+
+    /// The original call, if `state` was given for a call of `tool` with these same arguments;
+    /// the state is used up. Anything else is a new call (and the state stays for its retry).
+    fn take(&mut self, state: &[u8], tool: &str, digest: &str) -> Option<i64> {
+        let call = self.by_state.get(state)?;
+        if call.tool != tool || call.digest != digest {
+            return None;
+        }
+        let origin = call.origin;
+        self.by_state.remove(state);
+        self.order.retain(|s| s.as_slice() != state);
+        Some(origin)
+    }
+}
+
+type Retries = Arc<Mutex<RetryStates>>;
 
 fn new_session_id() -> String {
     crate::ids::random_hex(16).unwrap_or_else(|_| {
@@ -272,6 +330,7 @@ pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
 
     let dialect = Arc::new(Mutex::new(Dialect::default()));
     let in_flight: InFlight = Arc::new(Mutex::new(HashMap::new()));
+    let retries: Retries = Arc::new(Mutex::new(RetryStates::default()));
 
     // The only writer of stdout: every line, relayed or our own refusal, goes through here, so
     // no two messages ever interleave.
@@ -290,10 +349,14 @@ pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
         let out_tx = out_tx.clone();
         let dialect = Arc::clone(&dialect);
         let in_flight = Arc::clone(&in_flight);
+        let retries = Arc::clone(&retries);
         let link = link.clone();
         let session_id = session_id.clone();
         tokio::spawn(async move {
-            pump_server(child_out, out_tx, dialect, in_flight, link, session_id).await;
+            pump_server(
+                child_out, out_tx, dialect, in_flight, retries, link, session_id,
+            )
+            .await;
             let _ = server_done_tx.send(());
         })
     };
@@ -303,6 +366,7 @@ pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
         out_tx,
         dialect: Arc::clone(&dialect),
         in_flight,
+        retries,
         link: link.clone(),
         session_id: session_id.clone(),
         seq: 0,
@@ -414,6 +478,7 @@ async fn pump_server(
     out_tx: mpsc::Sender<Vec<u8>>,
     dialect: Arc<Mutex<Dialect>>,
     in_flight: InFlight,
+    retries: Retries,
     link: Link,
     session_id: String,
 ) {
@@ -427,14 +492,21 @@ async fn pump_server(
                 }
                 if let (Some(id), None) = (msg.id, msg.method.as_ref()) {
                     let started = in_flight.lock().ok().and_then(|mut m| m.remove(id));
-                    if let Some((seq, t0)) = started {
+                    if let Some(f) = started {
                         let ok = msg.error.is_none()
                             && !msg.result.map(frame::result_is_error).unwrap_or(false);
+                        // The server asks for input: the client's retry carrying this state
+                        // is the same call (2026-07-28 multi round-trip).
+                        if let Some(state) = msg.result.and_then(frame::input_required_state)
+                            && let Ok(mut r) = retries.lock()
+                        {
+                            r.remember(state, f.call);
+                        }
                         link.report(Request::CallOutcome {
                             session_id: session_id.clone(),
-                            seq,
+                            seq: f.seq,
                             ok,
-                            duration_ms: i64::try_from(t0.elapsed().as_millis())
+                            duration_ms: i64::try_from(f.started.elapsed().as_millis())
                                 .unwrap_or(i64::MAX),
                         });
                     }
@@ -492,6 +564,7 @@ struct ClientPump {
     out_tx: mpsc::Sender<Vec<u8>>,
     dialect: Arc<Mutex<Dialect>>,
     in_flight: InFlight,
+    retries: Retries,
     link: Link,
     session_id: String,
     seq: i64,
@@ -513,8 +586,20 @@ impl ClientPump {
                 let id = call.id.map(<[u8]>::to_vec);
                 let name = call.name.clone();
                 let arguments = call.arguments.map(<[u8]>::to_vec);
-                self.tool_call(&line, id, name, arguments, call.protocol_version)
-                    .await
+                // Only a call that answers the server's questions can be a retry.
+                let retry_state = call
+                    .request_state
+                    .filter(|_| call.input_responses)
+                    .and_then(frame::request_state_key);
+                self.tool_call(
+                    &line,
+                    id,
+                    name,
+                    arguments,
+                    call.protocol_version,
+                    retry_state,
+                )
+                .await
             }
             ClientFrame::UnreadableCall { id, anomaly } => {
                 let id = id.map(<[u8]>::to_vec);
@@ -590,6 +675,7 @@ impl ClientPump {
         name: String,
         arguments: Option<Vec<u8>>,
         requested_version: Option<String>,
+        retry_state: Option<Vec<u8>>,
     ) -> bool {
         if name.is_empty()
             || name.len() > limits::TOOL_NAME_BYTES_MAX
@@ -619,6 +705,17 @@ impl ClientPump {
         self.seq += 1;
         let seq = self.seq;
         let digest = frame::args_digest(arguments.as_deref());
+        let retry_of = retry_state.and_then(|state| {
+            self.retries
+                .lock()
+                .ok()
+                .and_then(|mut r| r.take(&state, &name, &digest))
+        });
+        let remembered = RetryOf {
+            origin: retry_of.unwrap_or(seq),
+            tool: name.clone(),
+            digest: digest.clone(),
+        };
         let text = arguments.map(|a| String::from_utf8_lossy(&a).into_owned());
         // The limit applies to the arguments as they travel, escaped inside a JSON string
         // (quotes and backslashes double), so a large call never overflows the socket line.
@@ -636,6 +733,7 @@ impl ClientPump {
                 args_digest: digest,
                 arguments,
                 arguments_omitted,
+                retry_of,
             })
             .await;
         let (verdict, trusted) = verdict_of(answer, &self.session_id, seq);
@@ -647,7 +745,14 @@ impl ClientPump {
                 if let Some(id) = id
                     && let Ok(mut m) = self.in_flight.lock()
                 {
-                    m.insert(id, (seq, Instant::now()));
+                    m.insert(
+                        id,
+                        Forwarded {
+                            seq,
+                            started: Instant::now(),
+                            call: remembered,
+                        },
+                    );
                 }
                 self.forward(line).await
             }
@@ -656,6 +761,7 @@ impl ClientPump {
                     let text = match refused {
                         Verdict::Deny => frame::DENIED_BY_POLICY,
                         Verdict::Ask => frame::DENIED_ASK_UNAVAILABLE,
+                        Verdict::OverBudget => frame::DENIED_OVER_BUDGET,
                         _ => frame::DENIED_NO_DECISION,
                     };
                     self.refuse(&id, text, requested_version.as_deref()).await;
@@ -669,6 +775,42 @@ impl ClientPump {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn of(origin: i64, tool: &str) -> RetryOf {
+        RetryOf {
+            origin,
+            tool: tool.into(),
+            digest: "d".into(),
+        }
+    }
+
+    #[test]
+    fn a_request_state_is_used_once_and_only_for_the_same_tool_and_arguments() {
+        let mut r = RetryStates::default();
+        r.remember(b"s".to_vec(), of(3, "confirm"));
+        assert_eq!(r.take(b"s", "other", "d"), None);
+        assert_eq!(r.take(b"s", "confirm", "other-digest"), None);
+        assert_eq!(r.take(b"s", "confirm", "d"), Some(3));
+        assert_eq!(r.take(b"s", "confirm", "d"), None, "used up");
+        assert_eq!(r.take(b"never", "confirm", "d"), None);
+    }
+
+    #[test]
+    fn remembered_states_are_bounded_and_the_oldest_is_forgotten_first() {
+        let mut r = RetryStates::default();
+        for i in 0..=limits::RETRY_STATES_MAX {
+            r.remember(i.to_string().into_bytes(), of(1, "t"));
+        }
+        assert_eq!(r.by_state.len(), limits::RETRY_STATES_MAX);
+        assert_eq!(r.take(b"0", "t", "d"), None);
+        assert_eq!(r.take(b"1", "t", "d"), Some(1));
+        r.remember(vec![b'x'; limits::REQUEST_STATE_BYTES_MAX + 1], of(1, "t"));
+        assert!(
+            !r.by_state
+                .keys()
+                .any(|k| k.len() > limits::REQUEST_STATE_BYTES_MAX)
+        );
+    }
 
     fn decision(session: &str, seq: i64, decision: Verdict) -> Result<Response, WireError> {
         Ok(Response::Decision {

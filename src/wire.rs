@@ -39,6 +39,11 @@ pub enum Request {
         /// The raw `params.arguments` text, when small enough to send.
         arguments: Option<String>,
         arguments_omitted: bool,
+        /// The seq of the call this one retries with `inputResponses` (same tool and arguments,
+        /// carrying the `requestState` the server answered that call with): the same call, so
+        /// a budget does not charge it again.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_of: Option<i64>,
     },
     #[serde(rename = "call.outcome")]
     CallOutcome {
@@ -60,6 +65,14 @@ pub enum Request {
     PolicyRemove { scope: Scope },
     #[serde(rename = "policy.list")]
     PolicyList,
+    /// Set a budget (`holdcall policy budget N`).
+    #[serde(rename = "budget.set")]
+    BudgetSet {
+        calls: i64,
+        scope: crate::budget::BudgetScope,
+    },
+    #[serde(rename = "budget.remove")]
+    BudgetRemove { scope: crate::budget::BudgetScope },
     #[serde(rename = "policy.explain")]
     PolicyExplain {
         agent: Option<String>,
@@ -108,6 +121,9 @@ pub enum Verdict {
     Ask,
     /// The daemon could not decide (for example, the journal could not be written).
     Undecided,
+    /// The rules allowed the call, but a budget had no room left.
+    #[serde(rename = "over-budget")]
+    OverBudget,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -132,7 +148,11 @@ pub enum Response {
         chain_seq: Option<i64>,
     },
     #[serde(rename = "policy.list")]
-    PolicyList { policies: Vec<ListedPolicy> },
+    PolicyList {
+        policies: Vec<ListedPolicy>,
+        #[serde(default)]
+        budgets: Vec<crate::journal::BudgetRow>,
+    },
     #[serde(rename = "policy.imported")]
     PolicyImported {
         message: String,
@@ -143,7 +163,12 @@ pub enum Response {
     #[serde(rename = "policy.text")]
     PolicyText { text: String },
     #[serde(rename = "policy.explain")]
-    Explain { explanation: Box<Explanation> },
+    Explain {
+        explanation: Box<Explanation>,
+        /// The budgets whose scope the explained call falls in, oldest first.
+        #[serde(default)]
+        budgets: Vec<crate::journal::BudgetRow>,
+    },
     #[serde(rename = "daemon.status")]
     Status {
         pid: u32,
@@ -505,6 +530,7 @@ mod tests {
             args_digest: "d".into(),
             arguments: Some("{\"a\":1}".into()),
             arguments_omitted: false,
+            retry_of: None,
         };
         let text = serde_json::to_string(&r).unwrap();
         assert!(text.starts_with("{\"kind\":\"call.request\""));

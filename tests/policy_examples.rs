@@ -14,12 +14,13 @@
 mod common;
 use common::*;
 
-const EXAMPLES: [&str; 5] = [
+const EXAMPLES: [&str; 6] = [
     "project-writes",
     "git-push",
     "no-secrets",
     "read-only-hours",
     "one-agent",
+    "session-limits",
 ];
 
 fn example(name: &str) -> String {
@@ -266,4 +267,32 @@ fn one_agent_refuses_sessions_without_that_agent_and_explain_shows_it_allowed() 
     let explain = env.ok(&["policy", "explain", "echo", "--agent", "cursor"]);
     assert!(explain.contains("default-deny"), "{explain}");
     cases_pass_in_force(&env, "one-agent");
+}
+
+#[test]
+fn session_limits_refuse_the_21st_delete_file_of_one_session_through_the_relay() {
+    let env = Env::fast();
+    import(&env, "session-limits");
+    cases_pass_in_force(&env, "session-limits");
+    let mut r = env.relay("demo");
+    r.handshake();
+    for i in 1..=21 {
+        r.send(&call(&i.to_string(), "delete_file", r#"{"path":"/tmp/x"}"#));
+        let v = r.recv_json();
+        assert_eq!(is_refusal(&v), i == 21, "call {i}: {v}");
+    }
+    r.finish();
+    let rows = journal_rows(&env.db());
+    let last = rows
+        .iter()
+        .rev()
+        .find(|e| e["kind"] == "call.request")
+        .unwrap();
+    assert_eq!(last["decision"], "deny");
+    assert_eq!(last["policy_id"], "delete-file-20-per-session");
+    // A new relay session starts at 0 again.
+    assert_eq!(
+        decided(&env, "delete_file", r#"{"path":"/tmp/x"}"#),
+        "allow"
+    );
 }
