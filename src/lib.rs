@@ -22,10 +22,12 @@
 
 pub mod bench;
 pub mod cli;
+pub mod clientconfig;
 pub mod config;
 pub mod context;
 pub mod daemon;
 pub mod demo;
+pub mod doctor;
 pub mod frame;
 pub mod ids;
 pub mod journal;
