@@ -366,7 +366,6 @@ fn client_lines(
     let by = |s: &dyn Fn(&EntryState) -> bool| entries.iter().filter(|e| s(&e.state)).collect::<Vec<_>>();
     let routed = by(&|s| *s == EntryState::Routed);
     let unrouted = by(&|s| *s == EntryState::NotRouted);
-    let invalid = by(&|s| matches!(s, EntryState::InvalidName(_)));
     let remote = by(&|s| *s == EntryState::Remote);
     let ours = backups.map(|b| b.routed_by_us(path)).unwrap_or_default();
     let dropped: Vec<&clientconfig::Entry> = unrouted
@@ -408,22 +407,10 @@ fn client_lines(
             format!(
                 "{shown}: {} of {} stdio server(s) not routed ({})",
                 fresh.len(),
-                routed.len() + unrouted.len() + invalid.len(),
+                routed.len() + unrouted.len(),
                 names(&fresh)
             ),
             Some("run `holdcall init` to see the change, then `holdcall init --write`"),
-        ));
-    }
-    if !invalid.is_empty() {
-        out.push(check(
-            name,
-            Status::Warn,
-            format!(
-                "{shown}: {} server(s) with names that cannot be connector names ({})",
-                invalid.len(),
-                names(&invalid)
-            ),
-            Some("rename them (letters, digits, '.', '_', '-'), then run `holdcall init --write`"),
         ));
     }
     if !missing_binary.is_empty() {

@@ -82,10 +82,26 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
                         .as_ref()
                         .is_some_and(|p| p.routed.contains(&(e.group.clone(), e.name.clone()))) =>
                 {
-                    writeln!(out, "  route {group} {name}")?;
+                    let connector = plan
+                        .as_ref()
+                        .and_then(|p| {
+                            p.connectors
+                                .iter()
+                                .find(|(g, n, _)| g == &e.group && n == &e.name)
+                        })
+                        .map(|(_, _, c)| c.clone())
+                        .unwrap_or_else(|| e.connector.clone());
+                    if connector == e.name {
+                        writeln!(out, "  route {group} {name}")?;
+                    } else {
+                        writeln!(
+                            out,
+                            "  route {group} {name} as connector {connector} (its name is not a valid connector name)"
+                        )?;
+                    }
                     let cmd = e.command.as_deref().unwrap_or("");
                     writeln!(out, "    - {}", show_command(cmd, &e.args))?;
-                    let mut args = clientconfig::serve_prefix(spec.client, &e.name);
+                    let mut args = clientconfig::serve_prefix(spec.client, &connector);
                     args.push(cmd.to_string());
                     args.extend(e.args.iter().cloned());
                     writeln!(out, "    + {}", show_command(&holdcall, &args))?;
@@ -103,11 +119,6 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
                     "  remote, left alone {group} {name} ({} {})",
                     e.transport,
                     printable(&inspect::redact_url(e.url.as_deref().unwrap_or("")))
-                )?,
-                EntryState::InvalidName(why) => writeln!(
-                    out,
-                    "  skipped {group} {name}: not a valid connector name ({why}); rename it in {}, then run init again",
-                    spec.client.id()
                 )?,
                 EntryState::Unrecognized(why) => {
                     writeln!(out, "  left alone {group} {name}: {why}")?
@@ -178,6 +189,7 @@ struct Row {
     scope: String,
     file: String,
     name: String,
+    connector: String,
     transport: String,
     state: &'static str,
     routed: bool,
@@ -214,6 +226,7 @@ pub fn inventory(json: bool) -> Result<i32, CliError> {
                         scope: e.scope.clone(),
                         file: spec.path.display().to_string(),
                         name: e.name.clone(),
+                        connector: e.connector.clone(),
                         transport: e.transport.clone(),
                         state: e.state.label(),
                         routed: e.state == EntryState::Routed,

@@ -101,8 +101,15 @@ pub fn redact_url(url: &str) -> String {
         Some(at) => format!("{MASK}@{}", authority.get(at + 1..).unwrap_or("")),
         None => authority.to_string(),
     };
+    let mask_path = |path: &str| -> String {
+        path.split('/')
+            .map(|seg| if looks_like_token(seg) { MASK } else { seg })
+            .collect::<Vec<_>>()
+            .join("/")
+    };
     let tail = match tail.split_once('?') {
         Some((path, query)) => {
+            let path = mask_path(path);
             let (query, frag) = match query.split_once('#') {
                 Some((q, f)) => (q, format!("#{f}")),
                 None => (query, String::new()),
@@ -118,7 +125,7 @@ pub fn redact_url(url: &str) -> String {
                 .collect();
             format!("{path}?{}{frag}", q.join("&"))
         }
-        None => tail.to_string(),
+        None => mask_path(tail),
     };
     format!("{scheme}{authority}{tail}")
 }

@@ -266,8 +266,6 @@ pub enum EntryState {
     NotRouted,
     /// An HTTP/SSE server: reported, never rewritten.
     Remote,
-    /// A stdio server whose name cannot be a connector name: reported, not rewritten.
-    InvalidName(String),
     /// Not a shape Holdcall understands (no command, args not a list of strings, …): left alone.
     Unrecognized(String),
 }
@@ -278,7 +276,6 @@ impl EntryState {
             EntryState::Routed => "routed",
             EntryState::NotRouted => "not routed",
             EntryState::Remote => "remote",
-            EntryState::InvalidName(_) => "invalid name",
             EntryState::Unrecognized(_) => "unrecognized",
         }
     }
@@ -303,6 +300,9 @@ pub struct Entry {
     /// `user`, `project`, or `local <dir>` (Claude Code's per-project entries in ~/.claude.json).
     pub scope: String,
     pub name: String,
+    /// The connector name it runs under: the one in its `holdcall serve` arguments when routed,
+    /// else the one `init` would give it (its name, or a sanitised form; see `connector_name`).
+    pub connector: String,
     pub state: EntryState,
     /// `stdio`, `http`, `sse`, or `unknown`.
     pub transport: String,
@@ -492,6 +492,7 @@ fn json_entry(
         group,
         scope,
         name: name.to_string(),
+        connector: String::new(),
         state: EntryState::NotRouted,
         transport: "stdio".into(),
         command: None,
@@ -572,20 +573,55 @@ fn json_entry(
     e
 }
 
-/// Routed, invalid name, or not routed, for an entry with a command.
+/// Routed or not routed, for an entry with a command; and the connector it runs (or would run)
+/// under.
 fn classify_stdio(e: &mut Entry) {
     let command = e.command.as_deref().unwrap_or("");
     if is_holdcall(command) && e.args.first().map(String::as_str) == Some("serve") {
         e.state = EntryState::Routed;
-    } else if let Err(err) = crate::policy::validate_scope_name("connector", &e.name) {
-        let why = match err {
-            crate::policy::PolicyError::InvalidScopeName { problem, .. } => problem,
-            other => other.to_string(),
-        };
-        e.state = EntryState::InvalidName(why);
+        e.connector = e
+            .args
+            .iter()
+            .take_while(|a| *a != "--")
+            .skip_while(|a| *a != "--connector")
+            .nth(1)
+            .cloned()
+            .unwrap_or_default();
     } else {
         e.state = EntryState::NotRouted;
+        e.connector = connector_name(&e.name);
     }
+}
+
+/// The connector name for an entry name: the name itself when it is a valid connector name;
+/// else every run of other characters becomes one `-`, the ends are trimmed to a letter or
+/// digit, and the length is capped; a name with no usable character becomes
+/// `server-<8 hex of its SHA-256>`. Always valid (decision 0008).
+pub fn connector_name(name: &str) -> String {
+    if crate::policy::validate_scope_name("connector", name).is_ok() {
+        return name.to_string();
+    }
+    let mut out = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+            out.push(c);
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    let trimmed: String = out
+        .trim_matches(|c: char| !c.is_ascii_alphanumeric())
+        .chars()
+        .take(limits::SCOPE_NAME_CHARS_MAX)
+        .collect();
+    let trimmed = trimmed
+        .trim_end_matches(|c: char| !c.is_ascii_alphanumeric())
+        .to_string();
+    if crate::policy::validate_scope_name("connector", &trimmed).is_ok() {
+        return trimmed;
+    }
+    let digest = crate::frame::sha256_hex(name.as_bytes());
+    format!("server-{}", digest.get(..8).unwrap_or(&digest))
 }
 
 /// A command that is a holdcall binary (any path).
@@ -613,7 +649,7 @@ struct CodexServer {
 
 fn toml_entries(text: &str) -> Result<Vec<Entry>, String> {
     // Parse once as a plain document for the error message a person can act on.
-    toml::from_str::<toml::Table>(text).map_err(|e| {
+    let plain = toml::from_str::<toml::Table>(text).map_err(|e| {
         let span = e.span().map(|s| s.start).unwrap_or(0);
         let before = text.get(..span).unwrap_or("");
         let line = before.matches('\n').count() + 1;
@@ -627,8 +663,19 @@ fn toml_entries(text: &str) -> Result<Vec<Entry>, String> {
         let what = e.message().lines().next().unwrap_or("invalid TOML").to_string();
         format!("not valid TOML: line {line}, column {col}: {what}")
     })?;
+    // The shape, checked by hand so no error message ever quotes a value.
+    if let Some(servers) = plain.get("mcp_servers") {
+        let Some(table) = servers.as_table() else {
+            return Err(shape("`mcp_servers` is not a table"));
+        };
+        for (k, v) in table {
+            if !v.is_table() {
+                return Err(shape(&format!("`mcp_servers.{k}` is not a table")));
+            }
+        }
+    }
     let doc: CodexDoc = toml::from_str(text)
-        .map_err(|e| shape(&format!("[mcp_servers]: {}", e.message().trim())))?;
+        .map_err(|_| shape("`mcp_servers` is not a table of server tables"))?;
     let mut servers: Vec<(toml::Spanned<String>, CodexServer)> =
         doc.mcp_servers.unwrap_or_default().into_iter().collect();
     servers.sort_by_key(|(k, _)| k.span().start);
@@ -638,6 +685,7 @@ fn toml_entries(text: &str) -> Result<Vec<Entry>, String> {
         let mut e = Entry {
             group: vec!["mcp_servers".into()],
             scope: "user".into(),
+            connector: String::new(),
             name,
             state: EntryState::NotRouted,
             transport: "stdio".into(),
@@ -742,6 +790,8 @@ pub struct Plan {
     pub after: String,
     /// The entries rewritten (group, name).
     pub routed: Vec<(Vec<String>, String)>,
+    /// The connector each rewritten entry runs under (group, name, connector).
+    pub connectors: Vec<(Vec<String>, String, String)>,
 }
 
 fn json_string(s: &str) -> String {
@@ -780,17 +830,24 @@ pub fn plan(
     };
     let mut edits: Vec<(Range<usize>, String)> = Vec::new();
     let mut routed = Vec::new();
+    let connectors = connectors_for(loaded);
+    let mut planned: Vec<(Vec<String>, String, String)> = Vec::new();
     for e in &loaded.entries {
         if e.state != EntryState::NotRouted {
             continue;
         }
+        let connector = connectors
+            .iter()
+            .find(|(g, n, _)| g == &e.group && n == &e.name)
+            .map(|(_, _, c)| c.clone())
+            .unwrap_or_else(|| e.connector.clone());
         let Some(site) = &e.site else { continue };
         let raw_command = text.get(site.command.clone()).unwrap_or("");
         if raw_command.contains('\n') {
             // A multi-line string as a command: not a layout worth guessing about.
             continue;
         }
-        let mut new_items: Vec<String> = serve_prefix(spec.client, &e.name)
+        let mut new_items: Vec<String> = serve_prefix(spec.client, &connector)
             .iter()
             .map(|a| quote(a))
             .collect();
@@ -837,17 +894,47 @@ pub fn plan(
             }
         }
         routed.push((e.group.clone(), e.name.clone()));
+        planned.push((e.group.clone(), e.name.clone(), connector));
     }
     if routed.is_empty() {
         return Ok(None);
     }
     let after = apply_edits(text, edits);
-    check_edit(spec, loaded, &after, holdcall, &routed)?;
+    check_edit(spec, loaded, &after, holdcall, &planned)?;
     Ok(Some(Plan {
         before: text.clone(),
         after,
         routed,
+        connectors: planned,
     }))
+}
+
+/// The connector each unrouted entry of a file gets: its `connector_name`, made unique within
+/// the file (a sanitised name that meets another entry's gets `-<4 hex>` of its own name).
+pub fn connectors_for(loaded: &Loaded) -> Vec<(Vec<String>, String, String)> {
+    let mut taken: Vec<String> = loaded
+        .entries
+        .iter()
+        .filter(|e| e.state == EntryState::Routed || e.connector == e.name)
+        .map(|e| e.connector.clone())
+        .collect();
+    let mut out = Vec::new();
+    for e in &loaded.entries {
+        if e.state != EntryState::NotRouted {
+            continue;
+        }
+        let mut c = e.connector.clone();
+        if c != e.name {
+            if taken.contains(&c) {
+                let digest = crate::frame::sha256_hex(e.name.as_bytes());
+                let base: String = c.chars().take(limits::SCOPE_NAME_CHARS_MAX - 5).collect();
+                c = format!("{base}-{}", digest.get(..4).unwrap_or(&digest));
+            }
+            taken.push(c.clone());
+        }
+        out.push((e.group.clone(), e.name.clone(), c));
+    }
+    out
 }
 
 /// Elements inserted after `[` in an array laid out one element per line: each new element on
@@ -924,18 +1011,18 @@ fn check_edit(
     loaded: &Loaded,
     after: &str,
     holdcall: &str,
-    routed: &[(Vec<String>, String)],
+    routed: &[(Vec<String>, String, String)],
 ) -> Result<(), ClientConfigError> {
     let fail = |why: String| ClientConfigError::EditCheck {
         path: spec.path.clone(),
         why,
     };
-    let expected_args = |group: &[String], name: &str| -> Vec<String> {
+    let expected_args = |group: &[String], name: &str, connector: &str| -> Vec<String> {
         let e = loaded
             .entries
             .iter()
             .find(|e| e.group == group && e.name == name);
-        let mut v = serve_prefix(spec.client, name);
+        let mut v = serve_prefix(spec.client, connector);
         if let Some(e) = e {
             v.extend(e.command.clone());
             v.extend(e.args.iter().cloned());
@@ -951,7 +1038,7 @@ fn check_edit(
                 .map_err(|e| fail(format!("it no longer parses: {e}")))?
                 .to_value(after);
             let mut want = old;
-            for (group, name) in routed {
+            for (group, name, connector) in routed {
                 let mut cur = &mut want;
                 for k in group.iter().chain(std::iter::once(name)) {
                     cur = cur
@@ -964,7 +1051,7 @@ fn check_edit(
                 obj.insert("command".into(), serde_json::Value::from(holdcall));
                 obj.insert(
                     "args".into(),
-                    serde_json::Value::from(expected_args(group, name)),
+                    serde_json::Value::from(expected_args(group, name, connector)),
                 );
             }
             if want != new {
@@ -977,7 +1064,7 @@ fn check_edit(
             let new: toml::Table = toml::from_str(after)
                 .map_err(|e| fail(format!("it no longer parses: {}", e.message())))?;
             let mut want = old;
-            for (group, name) in routed {
+            for (group, name, connector) in routed {
                 let entry = group
                     .iter()
                     .chain(std::iter::once(name))
@@ -989,7 +1076,7 @@ fn check_edit(
                 entry.insert(
                     "args".into(),
                     toml::Value::Array(
-                        expected_args(group, name)
+                        expected_args(group, name, connector)
                             .into_iter()
                             .map(toml::Value::from)
                             .collect(),
@@ -1002,10 +1089,13 @@ fn check_edit(
         }
     }
     let entries = entries_of(spec, after).map_err(fail)?;
-    for (group, name) in routed {
-        let ok = entries
-            .iter()
-            .any(|e| &e.group == group && &e.name == name && e.state == EntryState::Routed);
+    for (group, name, connector) in routed {
+        let ok = entries.iter().any(|e| {
+            &e.group == group
+                && &e.name == name
+                && e.state == EntryState::Routed
+                && &e.connector == connector
+        });
         if !ok {
             return Err(fail(format!("{name} does not read as routed")));
         }
