@@ -125,7 +125,12 @@ pub fn binary(ctx: &Ctx) -> Vec<Check> {
         Some(p) => {
             let resolved = std::fs::canonicalize(&p).unwrap_or(p.clone());
             if Some(&resolved) == ctx.exe.as_ref() {
-                check(name, Status::Ok, format!("{} is this holdcall", p.display()), None)
+                check(
+                    name,
+                    Status::Ok,
+                    format!("{} is this holdcall", p.display()),
+                    None,
+                )
             } else {
                 check(
                     name,
@@ -143,7 +148,14 @@ pub fn config_toml(ctx: &Ctx) -> Vec<Check> {
     let name = "config.toml";
     let home = match &ctx.home {
         Ok(h) => h,
-        Err(e) => return vec![check(name, Status::Fail, e.clone(), Some("set HOLDCALL_HOME or HOME"))],
+        Err(e) => {
+            return vec![check(
+                name,
+                Status::Fail,
+                e.clone(),
+                Some("set HOLDCALL_HOME or HOME"),
+            )];
+        }
     };
     vec![match Config::load(home) {
         Ok(_) if home.config_path().exists() => check(
@@ -165,12 +177,19 @@ pub fn config_toml(ctx: &Ctx) -> Vec<Check> {
 /// The daemon answers, is verified and is this build. Probes only: never starts one.
 pub fn daemon(ctx: &Ctx) -> Vec<Check> {
     let name = "daemon";
-    let Ok(home) = &ctx.home else { return Vec::new() };
+    let Ok(home) = &ctx.home else {
+        return Vec::new();
+    };
     let Ok(rt) = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     else {
-        return vec![check(name, Status::Fail, "cannot start an async runtime".into(), None)];
+        return vec![check(
+            name,
+            Status::Fail,
+            "cannot start an async runtime".into(),
+            None,
+        )];
     };
     let line = rt.block_on(async {
         match wire::probe(home).await {
@@ -192,7 +211,8 @@ pub fn daemon(ctx: &Ctx) -> Vec<Check> {
                     check(
                         name,
                         Status::Fail,
-                        "an older build of holdcall is running; relays of this build refuse it".into(),
+                        "an older build of holdcall is running; relays of this build refuse it"
+                            .into(),
                         Some("run `holdcall daemon restart`"),
                     )
                 } else {
@@ -200,12 +220,17 @@ pub fn daemon(ctx: &Ctx) -> Vec<Check> {
                         name,
                         Status::Fail,
                         v.describe("the process on the socket"),
-                        Some("stop that process; holdcall never talks to a daemon it cannot verify"),
+                        Some(
+                            "stop that process; holdcall never talks to a daemon it cannot verify",
+                        ),
                     )
                 }
             }
             Probe::Ours(mut conn) => {
-                match conn.call(&Request::Status, limits::CLI_REQUEST_TIMEOUT).await {
+                match conn
+                    .call(&Request::Status, limits::CLI_REQUEST_TIMEOUT)
+                    .await
+                {
                     Ok(Response::Status { pid, version, .. }) => check(
                         name,
                         Status::Ok,
@@ -238,7 +263,9 @@ fn machine_id(home: &Home) -> Option<String> {
 /// The journal verifies, read-only, as `holdcall verify` does.
 pub fn journal(ctx: &Ctx) -> Vec<Check> {
     let name = "journal";
-    let Ok(home) = &ctx.home else { return Vec::new() };
+    let Ok(home) = &ctx.home else {
+        return Vec::new();
+    };
     if !home.db_path().exists() {
         return vec![check(
             name,
@@ -250,7 +277,12 @@ pub fn journal(ctx: &Ctx) -> Vec<Check> {
     let line = match Reader::open(&home.db_path())
         .and_then(|r| r.verify(machine_id(home).as_deref(), None))
     {
-        Err(e) => check(name, Status::Fail, e.to_string(), Some("run `holdcall verify` for the details")),
+        Err(e) => check(
+            name,
+            Status::Fail,
+            e.to_string(),
+            Some("run `holdcall verify` for the details"),
+        ),
         Ok(rep) => match rep.state {
             ChainState::Broken => check(
                 name,
@@ -261,7 +293,10 @@ pub fn journal(ctx: &Ctx) -> Vec<Check> {
             ChainState::Partial => check(
                 name,
                 Status::Warn,
-                format!("{} entries link up, but the machine id is missing", rep.entries),
+                format!(
+                    "{} entries link up, but the machine id is missing",
+                    rep.entries
+                ),
                 Some("restore the machine-id file from a backup of the holdcall home"),
             ),
             ChainState::Empty => check(name, Status::Ok, "empty".into(), None),
@@ -279,13 +314,27 @@ pub fn journal(ctx: &Ctx) -> Vec<Check> {
 /// The stored policy compiles; how many rules.
 pub fn policy(ctx: &Ctx) -> Vec<Check> {
     let name = "policy";
-    let Ok(home) = &ctx.home else { return Vec::new() };
+    let Ok(home) = &ctx.home else {
+        return Vec::new();
+    };
     if !home.db_path().exists() {
-        return vec![check(name, Status::Ok, "no rules yet: every call is allowed".into(), None)];
+        return vec![check(
+            name,
+            Status::Ok,
+            "no rules yet: every call is allowed".into(),
+            None,
+        )];
     }
     let rows = match Reader::open(&home.db_path()).and_then(|r| r.policies()) {
         Ok(r) => r,
-        Err(e) => return vec![check(name, Status::Fail, e.to_string(), Some("run `holdcall verify`"))],
+        Err(e) => {
+            return vec![check(
+                name,
+                Status::Fail,
+                e.to_string(),
+                Some("run `holdcall verify`"),
+            )];
+        }
     };
     let stored: Vec<crate::policy::StoredPolicy> = rows
         .iter()
@@ -336,7 +385,12 @@ pub fn clients(ctx: &Ctx) -> Vec<Check> {
             }
             FileState::Read(l) => l,
         };
-        out.extend(client_lines(&name, &spec.path, &loaded.entries, backups.as_ref()));
+        out.extend(client_lines(
+            &name,
+            &spec.path,
+            &loaded.entries,
+            backups.as_ref(),
+        ));
     }
     if out.is_empty() {
         out.push(check(
@@ -363,7 +417,9 @@ fn client_lines(
     backups: Option<&Backups>,
 ) -> Vec<Check> {
     let shown = path.display();
-    let by = |s: &dyn Fn(&EntryState) -> bool| entries.iter().filter(|e| s(&e.state)).collect::<Vec<_>>();
+    let by = |s: &dyn Fn(&EntryState) -> bool| {
+        entries.iter().filter(|e| s(&e.state)).collect::<Vec<_>>()
+    };
     let routed = by(&|s| *s == EntryState::Routed);
     let unrouted = by(&|s| *s == EntryState::NotRouted);
     let remote = by(&|s| *s == EntryState::Remote);

@@ -28,8 +28,12 @@ struct Placed {
 }
 
 fn fixture_text(name: &str) -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients").join(name))
-        .unwrap()
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/clients")
+            .join(name),
+    )
+    .unwrap()
 }
 
 fn put(path: &Path, text: &str) {
@@ -47,7 +51,10 @@ fn install(env: &Env) -> Vec<Placed> {
         ("claude.json", h.join(".claude.json")),
         ("claude-project.mcp.json", p.join(".mcp.json")),
         ("cursor-project.json", p.join(".cursor/mcp.json")),
-        ("claude-desktop.json", c.join("Claude/claude_desktop_config.json")),
+        (
+            "claude-desktop.json",
+            c.join("Claude/claude_desktop_config.json"),
+        ),
         ("vscode-user.jsonc", c.join("Code/User/mcp.json")),
         ("vscode-project.jsonc", p.join(".vscode/mcp.json")),
         ("codex.toml", h.join(".codex/config.toml")),
@@ -153,7 +160,8 @@ fn assert_only_command_and_args_changed(name: &str, before: &str, after: &str) {
             ChangeTag::Delete => assert!(touches, "{name}: a line was changed: {line:?}"),
             ChangeTag::Insert => {
                 let t = line.trim();
-                let element = t.starts_with('"') && t.ends_with("\",") && t.matches('"').count() == 2;
+                let element =
+                    t.starts_with('"') && t.ends_with("\",") && t.matches('"').count() == 2;
                 assert!(touches || element, "{name}: a line was added: {line:?}");
             }
             ChangeTag::Equal => {}
@@ -247,9 +255,18 @@ fn a_dry_run_shows_each_change_with_env_names_only_and_writes_nothing() {
         );
     }
     assert!(out.contains("route mcpServers memory"), "{out}");
-    assert!(out.contains("env: MEMORY_FILE_PATH (values not shown)"), "{out}");
-    assert!(out.contains("already routed mcpServers routed-already"), "{out}");
-    assert!(out.contains("remote, left alone mcpServers notion"), "{out}");
+    assert!(
+        out.contains("env: MEMORY_FILE_PATH (values not shown)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("already routed mcpServers routed-already"),
+        "{out}"
+    );
+    assert!(
+        out.contains("remote, left alone mcpServers notion"),
+        "{out}"
+    );
     assert!(out.contains("--token=••••"), "{out}");
     assert!(out.contains("Dry run: nothing was written"), "{out}");
 }
@@ -276,7 +293,9 @@ fn write_routes_every_stdio_server_and_keeps_every_other_byte() {
         let olds = servers_of(&ov);
         for (name, s) in servers_of(&nv) {
             let o = &olds.iter().find(|(n, _)| *n == name).unwrap().1;
-            let remote = ["url", "serverUrl", "httpUrl"].iter().any(|k| s.get(k).is_some());
+            let remote = ["url", "serverUrl", "httpUrl"]
+                .iter()
+                .any(|k| s.get(k).is_some());
             if remote {
                 assert_eq!(&s, o, "{}: remote server {name} was touched", p.fixture);
                 continue;
@@ -287,7 +306,12 @@ fn write_routes_every_stdio_server_and_keeps_every_other_byte() {
                 continue;
             }
             assert_eq!(s["command"], holdcall.as_str(), "{}: {name}", p.fixture);
-            let args: Vec<&str> = s["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+            let args: Vec<&str> = s["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap())
+                .collect();
             assert_eq!(args[0], "serve");
             assert_eq!(args[1], "--connector");
             assert_eq!(args[3], "--client");
@@ -295,7 +319,13 @@ fn write_routes_every_stdio_server_and_keeps_every_other_byte() {
             assert_eq!(args[dash + 1], ocmd, "{}: {name}", p.fixture);
             let oargs: Vec<&str> = o
                 .get("args")
-                .map(|a| a.as_array().unwrap().iter().map(|x| x.as_str().unwrap()).collect())
+                .map(|a| {
+                    a.as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|x| x.as_str().unwrap())
+                        .collect()
+                })
                 .unwrap_or_default();
             assert_eq!(&args[dash + 2..], oargs.as_slice(), "{}: {name}", p.fixture);
             assert_eq!(s.get("env"), o.get("env"), "{}: {name}'s env", p.fixture);
@@ -317,7 +347,12 @@ fn each_client_gets_its_own_id_and_a_name_that_is_not_a_connector_name_is_saniti
     assert_eq!(row("my server")["connector"], "my-server");
     assert_eq!(row("日本語-notes")["connector"], "notes");
     for r in rows.iter().filter(|r| r["routed"] == true) {
-        let args: Vec<&str> = r["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+        let args: Vec<&str> = r["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
         if r["name"] != "routed-already" && r["name"] != "routed" {
             assert_eq!(args[4], r["client"].as_str().unwrap(), "{r}");
         }
@@ -329,12 +364,22 @@ fn a_symlinked_config_stays_a_symlink_and_its_target_keeps_its_mode() {
     let env = Env::new();
     let placed = install(&env);
     ok(&env, &["init", "--write"]);
-    let cursor = placed.iter().find(|p| p.fixture == "cursor-user.json").unwrap();
+    let cursor = placed
+        .iter()
+        .find(|p| p.fixture == "cursor-user.json")
+        .unwrap();
     let meta = std::fs::symlink_metadata(&cursor.path).unwrap();
-    assert!(meta.file_type().is_symlink(), "the link was replaced by a file");
+    assert!(
+        meta.file_type().is_symlink(),
+        "the link was replaced by a file"
+    );
     let target = std::fs::metadata(&cursor.real).unwrap();
     assert_eq!(target.permissions().mode() & 0o777, 0o640);
-    assert!(std::fs::read_to_string(&cursor.real).unwrap().contains("\"serve\""));
+    assert!(
+        std::fs::read_to_string(&cursor.real)
+            .unwrap()
+            .contains("\"serve\"")
+    );
 }
 
 #[test]
@@ -372,8 +417,16 @@ fn undo_restores_each_file_byte_for_byte_and_keeps_a_backup_of_what_it_replaced(
         assert!(out.contains("restored"), "{out}");
     }
     assert_unchanged(&before);
-    let cursor = placed.iter().find(|p| p.fixture == "cursor-user.json").unwrap();
-    assert!(std::fs::symlink_metadata(&cursor.path).unwrap().file_type().is_symlink());
+    let cursor = placed
+        .iter()
+        .find(|p| p.fixture == "cursor-user.json")
+        .unwrap();
+    assert!(
+        std::fs::symlink_metadata(&cursor.path)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
     assert_eq!(backups(&env).len(), 2 * placed.len());
     // Undone files are not "dropped routing": doctor asks for init, not for a repair.
     let doctor = ok(&env, &["doctor"]);
@@ -386,7 +439,10 @@ fn undo_refuses_a_file_changed_since_the_write_unless_forced() {
     let placed = install(&env);
     let original = fixture_text("windsurf.json");
     let out = ok(&env, &["init", "--write"]);
-    let windsurf = placed.iter().find(|p| p.fixture == "windsurf.json").unwrap();
+    let windsurf = placed
+        .iter()
+        .find(|p| p.fixture == "windsurf.json")
+        .unwrap();
     let backup = out
         .lines()
         .find(|l| l.contains(&windsurf.path.display().to_string()) && l.contains("backup:"))
@@ -394,12 +450,17 @@ fn undo_refuses_a_file_changed_since_the_write_unless_forced() {
         .unwrap()
         .trim_end_matches(')')
         .to_string();
-    let edited = std::fs::read_to_string(&windsurf.real).unwrap().replace("\"disabled\": false", "\"disabled\": true");
+    let edited = std::fs::read_to_string(&windsurf.real)
+        .unwrap()
+        .replace("\"disabled\": false", "\"disabled\": true");
     std::fs::write(&windsurf.real, &edited).unwrap();
     let refused = run(&env, &["init", "--undo", &backup]);
     assert_eq!(refused.status.code(), Some(1));
     let err = String::from_utf8_lossy(&refused.stderr);
-    assert!(err.contains("changed since holdcall wrote it") && err.contains("--force"), "{err}");
+    assert!(
+        err.contains("changed since holdcall wrote it") && err.contains("--force"),
+        "{err}"
+    );
     assert_eq!(std::fs::read_to_string(&windsurf.real).unwrap(), edited);
     ok(&env, &["init", "--undo", &backup, "--force"]);
     assert_eq!(std::fs::read_to_string(&windsurf.real).unwrap(), original);
@@ -419,14 +480,25 @@ fn undo_refuses_a_file_that_is_not_a_holdcall_backup() {
 fn refused_write_leaves_everything(env: &Env, placed: &[Placed], bad: &Path, expect: &str) {
     let before = snapshot(placed);
     let out = run(env, &["init", "--write"]);
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let all = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(all.contains(&bad.display().to_string()), "the refusal does not name the file:\n{all}");
-    assert!(all.contains(expect), "the refusal does not say {expect:?}:\n{all}");
+    assert!(
+        all.contains(&bad.display().to_string()),
+        "the refusal does not name the file:\n{all}"
+    );
+    assert!(
+        all.contains(expect),
+        "the refusal does not say {expect:?}:\n{all}"
+    );
     assert!(all.contains("Nothing was written"), "{all}");
     assert_unchanged(&before);
     assert!(backups(env).is_empty(), "a refused run made a backup");
@@ -466,7 +538,11 @@ fn invalid_toml_is_refused_without_quoting_the_file() {
     let env = Env::new();
     let placed = install(&env);
     let bad = env.user_home().join(".codex/config.toml");
-    std::fs::write(&bad, "[mcp_servers.x]\ncommand = \"npx\"\nenv = { K = \"CANARY-toml-broken\" \n").unwrap();
+    std::fs::write(
+        &bad,
+        "[mcp_servers.x]\ncommand = \"npx\"\nenv = { K = \"CANARY-toml-broken\" \n",
+    )
+    .unwrap();
     refused_write_leaves_everything(&env, &placed, &bad, "not valid TOML");
 }
 
@@ -511,7 +587,11 @@ fn after_write_doctor_reports_every_stdio_server_routed_and_inventory_agrees() {
     assert!(stdio.iter().all(|r| r["routed"] == true), "{inv:#}");
     let remote: Vec<_> = rows.iter().filter(|r| r["state"] == "remote").collect();
     assert_eq!(remote.len(), 6);
-    assert!(remote.iter().all(|r| r["routed"] == false && r["pinned"] == "n/a"));
+    assert!(
+        remote
+            .iter()
+            .all(|r| r["routed"] == false && r["pinned"] == "n/a")
+    );
     assert!(inv["unreadable"].as_array().unwrap().is_empty());
 }
 
@@ -530,25 +610,34 @@ fn inventory_says_pinned_only_for_exact_versions_digests_and_local_paths() {
             .to_string()
     };
     for (name, want) in [
-        ("memory", "pinned"),       // npx pkg@2025.8.4
-        ("postgres", "pinned"),     // uvx pkg==0.3.0
-        ("github", "pinned"),       // docker image@sha256 (the project's; vscode's is remote)
-        ("local-tool", "pinned"),   // an absolute path
-        ("playwright", "pinned"),   // npx pkg@0.0.41
-        ("filesystem", "unpinned"), // npx without a version
+        ("memory", "pinned"),         // npx pkg@2025.8.4
+        ("postgres", "pinned"),       // uvx pkg==0.3.0
+        ("github", "pinned"),         // docker image@sha256 (the project's; vscode's is remote)
+        ("local-tool", "pinned"),     // an absolute path
+        ("playwright", "pinned"),     // npx pkg@0.0.41
+        ("filesystem", "unpinned"),   // npx without a version
         ("brave-search", "unpinned"), // @latest is a tag
-        ("time", "unpinned"),       // uvx without a version
-        ("pythonTools", "unknown"), // python -m: not a launcher holdcall reads
-        ("inline-one", "unknown"),  // uvx with no package named
+        ("time", "unpinned"),         // uvx without a version
+        ("pythonTools", "unknown"),   // python -m: not a launcher holdcall reads
+        ("inline-one", "unknown"),    // uvx with no package named
     ] {
         assert_eq!(pin(name), want, "{name}");
     }
     // Before routing and after, the judgement is about the same upstream command.
     ok(&env, &["init", "--write"]);
-    let inv2: serde_json::Value = serde_json::from_str(&ok(&env, &["inventory", "--json"])).unwrap();
+    let inv2: serde_json::Value =
+        serde_json::from_str(&ok(&env, &["inventory", "--json"])).unwrap();
     let pins = |v: &serde_json::Value| -> Vec<(String, String)> {
-        v["servers"].as_array().unwrap().iter()
-            .map(|r| (r["name"].as_str().unwrap().to_string(), r["pinned"].as_str().unwrap().to_string()))
+        v["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["name"].as_str().unwrap().to_string(),
+                    r["pinned"].as_str().unwrap().to_string(),
+                )
+            })
             .collect()
     };
     assert_eq!(pins(&inv), pins(&inv2));
@@ -573,7 +662,10 @@ fn doctor_notices_a_client_that_dropped_the_routing() {
     let placed = install(&env);
     ok(&env, &["init", "--write"]);
     // The client rewrites its file from its own copy, without our routing.
-    let gemini = placed.iter().find(|p| p.fixture == "gemini-user.json").unwrap();
+    let gemini = placed
+        .iter()
+        .find(|p| p.fixture == "gemini-user.json")
+        .unwrap();
     std::fs::write(&gemini.real, fixture_text("gemini-user.json")).unwrap();
     let out = run(&env, &["doctor"]);
     assert_eq!(out.status.code(), Some(0), "a WARN is not a failure");
@@ -597,7 +689,11 @@ fn doctor_never_starts_the_daemon() {
     assert!(out.contains("[WARN] daemon: not running"), "{out}");
     assert!(!env.db().exists(), "doctor created the journal");
     let status = env.run(&["daemon", "status"]);
-    assert_eq!(status.status.code(), Some(3), "a daemon is running after doctor");
+    assert_eq!(
+        status.status.code(),
+        Some(3),
+        "a daemon is running after doctor"
+    );
 }
 
 #[test]
@@ -622,7 +718,12 @@ fn doctor_exits_1_on_a_fail_and_0_on_warnings_alone() {
     assert_eq!(out.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["ok"], false);
-    let fail = v["checks"].as_array().unwrap().iter().find(|c| c["status"] == "FAIL").unwrap();
+    let fail = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["status"] == "FAIL")
+        .unwrap();
     assert_eq!(fail["check"], "config.toml");
     assert!(fail["remedy"].as_str().is_some());
 }
@@ -633,4 +734,22 @@ fn with_no_client_files_init_and_inventory_say_so() {
     assert!(ok(&env, &["init", "--write"]).contains("No MCP client config files found"));
     assert!(ok(&env, &["inventory"]).contains("No MCP servers configured"));
     assert!(backups(&env).is_empty());
+}
+
+#[test]
+fn doctor_warns_about_a_routed_entry_whose_holdcall_no_longer_exists() {
+    let env = Env::new();
+    let path = env.user_home().join(".cursor/mcp.json");
+    put(
+        &path,
+        r#"{"mcpServers":{"moved":{"command":"/nonexistent/bin/holdcall","args":["serve","--connector","moved","--client","cursor","--","srv"]}}}"#,
+    );
+    let out = ok(&env, &["doctor"]);
+    let line = out.lines().find(|l| l.contains("cursor user")).unwrap();
+    assert!(
+        line.starts_with("[WARN]") && line.contains("does not exist (moved)"),
+        "{line}"
+    );
+    // init leaves it alone: it is routed, whatever the path.
+    assert!(ok(&env, &["init"]).contains("already routed mcpServers moved"));
 }

@@ -6,7 +6,9 @@ use std::io::Write;
 
 use super::CliError;
 use crate::clientconfig::inspect::{self, printable, show_command};
-use crate::clientconfig::{self, ClientConfigError, Entry, EntryState, FileState, Places, backup::Backups};
+use crate::clientconfig::{
+    self, ClientConfigError, Entry, EntryState, FileState, Places, backup::Backups,
+};
 use crate::config::Home;
 
 fn env_line(e: &Entry) -> Option<String> {
@@ -52,7 +54,13 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
             FileState::Missing => continue,
             FileState::Refused(reason) => {
                 found += 1;
-                writeln!(out, "{} ({}, {})", spec.path.display(), spec.client.id(), spec.scope)?;
+                writeln!(
+                    out,
+                    "{} ({}, {})",
+                    spec.path.display(),
+                    spec.client.id(),
+                    spec.scope
+                )?;
                 writeln!(out, "  REFUSED: {reason}")?;
                 refused.push(ClientConfigError::Refused {
                     path: spec.path.clone(),
@@ -66,13 +74,25 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
         let plan = match clientconfig::plan(&spec, &loaded, &holdcall) {
             Ok(p) => p,
             Err(e) => {
-                writeln!(out, "{} ({}, {})", spec.path.display(), spec.client.id(), spec.scope)?;
+                writeln!(
+                    out,
+                    "{} ({}, {})",
+                    spec.path.display(),
+                    spec.client.id(),
+                    spec.scope
+                )?;
                 writeln!(out, "  REFUSED: {e}")?;
                 refused.push(e);
                 continue;
             }
         };
-        writeln!(out, "{} ({}, {})", spec.path.display(), spec.client.id(), spec.scope)?;
+        writeln!(
+            out,
+            "{} ({}, {})",
+            spec.path.display(),
+            spec.client.id(),
+            spec.scope
+        )?;
         for e in &loaded.entries {
             let name = printable(&e.name);
             let group = printable(&e.group_label());
@@ -130,7 +150,10 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
         }
     }
     if found == 0 {
-        writeln!(out, "No MCP client config files found (see docs/clients.md for where holdcall looks).")?;
+        writeln!(
+            out,
+            "No MCP client config files found (see docs/clients.md for where holdcall looks)."
+        )?;
         return Ok(0);
     }
     if let Some(first) = refused.into_iter().next() {
@@ -139,11 +162,17 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
         return Err(first.into());
     }
     if plans.is_empty() {
-        writeln!(out, "Nothing to change: every stdio server holdcall can route already is.")?;
+        writeln!(
+            out,
+            "Nothing to change: every stdio server holdcall can route already is."
+        )?;
         return Ok(0);
     }
     if !write {
-        writeln!(out, "Dry run: nothing was written. Run `holdcall init --write` to apply.")?;
+        writeln!(
+            out,
+            "Dry run: nothing was written. Run `holdcall init --write` to apply."
+        )?;
         return Ok(0);
     }
     for (spec, plan) in &plans {
@@ -176,7 +205,14 @@ pub fn doctor(json: bool) -> Result<i32, CliError> {
     }
     for c in &checks {
         match &c.remedy {
-            Some(r) => writeln!(out, "[{}] {}: {} -- {}", c.status.tag(), c.check, c.message, r)?,
+            Some(r) => writeln!(
+                out,
+                "[{}] {}: {} -- {}",
+                c.status.tag(),
+                c.check,
+                c.message,
+                r
+            )?,
             None => writeln!(out, "[{}] {}: {}", c.status.tag(), c.check, c.message)?,
         }
     }
@@ -231,7 +267,10 @@ pub fn inventory(json: bool) -> Result<i32, CliError> {
                         state: e.state.label(),
                         routed: e.state == EntryState::Routed,
                         pinned: pin.as_ref().map(|p| p.label()).unwrap_or("n/a"),
-                        pin_detail: pin.as_ref().map(|p| p.detail().to_string()).unwrap_or_default(),
+                        pin_detail: pin
+                            .as_ref()
+                            .map(|p| p.detail().to_string())
+                            .unwrap_or_default(),
                         command: e.command.clone(),
                         args: inspect::redact_args(&e.args),
                         url: e.url.as_deref().map(inspect::redact_url),
@@ -249,7 +288,10 @@ pub fn inventory(json: bool) -> Result<i32, CliError> {
         return Ok(0);
     }
     if rows.is_empty() && unreadable.is_empty() {
-        writeln!(out, "No MCP servers configured in any client holdcall knows.")?;
+        writeln!(
+            out,
+            "No MCP servers configured in any client holdcall knows."
+        )?;
         return Ok(0);
     }
     writeln!(
@@ -268,10 +310,18 @@ pub fn inventory(json: bool) -> Result<i32, CliError> {
         } else {
             format!(
                 "  [{}]",
-                r.env.iter().map(|n| printable(n)).collect::<Vec<_>>().join(", ")
+                r.env
+                    .iter()
+                    .map(|n| printable(n))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )
         };
-        let scope = if r.scope.starts_with("local ") { "local" } else { r.scope.as_str() };
+        let scope = if r.scope.starts_with("local ") {
+            "local"
+        } else {
+            r.scope.as_str()
+        };
         writeln!(
             out,
             "{:<14}  {:<10}  {:<20}  {:<9}  {:<12}  {:<8}  {}{}",

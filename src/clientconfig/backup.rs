@@ -119,7 +119,12 @@ impl Backups {
     }
 
     /// Copies `bytes` into a new backup file and returns its name.
-    fn new_backup(&self, client: &str, path: &Path, bytes: &[u8]) -> Result<String, ClientConfigError> {
+    fn new_backup(
+        &self,
+        client: &str,
+        path: &Path,
+        bytes: &[u8],
+    ) -> Result<String, ClientConfigError> {
         crate::config::ensure_private_dir(&self.dir).map_err(|e| ClientConfigError::Io {
             action: "create",
             path: self.dir.clone(),
@@ -131,7 +136,13 @@ impl Backups {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "config".into())
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .collect();
         for n in 0..1000u32 {
             let name = if n == 0 {
@@ -305,4 +316,50 @@ pub fn write_atomically(target: &Path, bytes: &[u8]) -> Result<(), ClientConfigE
         let _ = fs::remove_file(&tmp);
     }
     result.map_err(io("write", target))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )]
+
+    use super::*;
+
+    #[test]
+    fn a_file_changed_since_it_was_read_is_not_written_and_gets_no_backup() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::at(dir.path().join("hc"));
+        let file = dir.path().join("mcp.json");
+        fs::write(&file, "{\"changed\": true}").unwrap();
+        let plan = Plan {
+            before: "{}".into(),
+            after: "{\"x\": 1}".into(),
+            routed: Vec::new(),
+            connectors: Vec::new(),
+        };
+        let err = Backups::of(&home)
+            .write(ClientId::Cursor, &file, &plan)
+            .unwrap_err();
+        assert!(matches!(err, ClientConfigError::Raced { .. }), "{err}");
+        assert_eq!(fs::read_to_string(&file).unwrap(), "{\"changed\": true}");
+        assert!(!dir.path().join("hc/backups").exists());
+    }
+
+    #[test]
+    fn two_backups_in_the_same_instant_get_two_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::at(dir.path().join("hc"));
+        let b = Backups::of(&home);
+        let p = Path::new("/x/mcp.json");
+        let names: Vec<String> = (0..5)
+            .map(|_| b.new_backup("cursor", p, b"{}").unwrap())
+            .collect();
+        let mut unique = names.clone();
+        unique.dedup();
+        assert_eq!(unique.len(), 5, "{names:?}");
+    }
 }

@@ -33,8 +33,26 @@ const SECRET_NAMES: &[&str] = &["key", "pass", "pat", "pw", "pwd"];
 
 /// Prefixes of well-known token formats.
 const TOKEN_PREFIXES: &[&str] = &[
-    "sk-", "sk_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xoxb-", "xoxp-",
-    "xoxa-", "glpat-", "AKIA", "ASIA", "AIza", "eyJ", "pk_live_", "rk_live_", "npm_", "hf_",
+    "sk-",
+    "sk_",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "xoxb-",
+    "xoxp-",
+    "xoxa-",
+    "glpat-",
+    "AKIA",
+    "ASIA",
+    "AIza",
+    "eyJ",
+    "pk_live_",
+    "rk_live_",
+    "npm_",
+    "hf_",
 ];
 
 fn normalized(key: &str) -> String {
@@ -55,7 +73,10 @@ pub fn secret_key(key: &str) -> bool {
 /// A bare value that looks like a credential: a known token prefix, or a long run of letters
 /// and digits with no path or package shape and high entropy.
 pub fn looks_like_token(v: &str) -> bool {
-    if TOKEN_PREFIXES.iter().any(|p| v.starts_with(p) && v.len() >= p.len() + 8) {
+    if TOKEN_PREFIXES
+        .iter()
+        .any(|p| v.starts_with(p) && v.len() >= p.len() + 8)
+    {
         return true;
     }
     if v.len() < 24 || v.contains('/') || v.contains('@') || v.contains(' ') {
@@ -135,16 +156,15 @@ fn percent_decoded(s: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while let Some(&b) = bytes.get(i) {
-        if b == b'%' {
-            if let Some(v) = bytes
+        if b == b'%'
+            && let Some(v) = bytes
                 .get(i + 1..i + 3)
                 .and_then(|h| std::str::from_utf8(h).ok())
                 .and_then(|h| u8::from_str_radix(h, 16).ok())
-            {
-                out.push(v);
-                i += 3;
-                continue;
-            }
+        {
+            out.push(v);
+            i += 3;
+            continue;
         }
         out.push(b);
         i += 1;
@@ -191,16 +211,17 @@ fn redact_one(a: &str, mask_next: &mut bool) -> String {
             }
         }
     }
-    if let Some((k, v)) = a.split_once('=') {
-        if secret_key(k) || looks_like_token(v) || v.contains("://") && v != redact_url(v) {
-            return format!("{k}={MASK}");
-        }
+    if let Some((k, v)) = a.split_once('=')
+        && (secret_key(k) || looks_like_token(v) || v.contains("://") && v != redact_url(v))
+    {
+        return format!("{k}={MASK}");
     }
     // A header given as one argument: `Authorization: …`, `X-Api-Key: …`.
-    if let Some((k, _)) = a.split_once(':') {
-        if !k.contains(' ') && secret_key(k) {
-            return format!("{k}: {MASK}");
-        }
+    if let Some((k, _)) = a.split_once(':')
+        && !k.contains(' ')
+        && secret_key(k)
+    {
+        return format!("{k}: {MASK}");
     }
     if looks_like_token(a) {
         return MASK.to_string();
@@ -256,7 +277,10 @@ pub fn exact_version(v: &str) -> bool {
 /// The pinned judgement of a command and its arguments (the upstream ones, for a routed entry).
 pub fn pin(command: &str, args: &[String]) -> Pin {
     match base(command) {
-        "npx" | "bunx" => npm_pin(args, &["-y", "--yes", "-q", "--quiet", "--no-install", "--no"]),
+        "npx" | "bunx" => npm_pin(
+            args,
+            &["-y", "--yes", "-q", "--quiet", "--no-install", "--no"],
+        ),
         "pnpm" | "yarn" if args.first().map(String::as_str) == Some("dlx") => {
             npm_pin(args.get(1..).unwrap_or(&[]), &["-q", "--quiet", "--silent"])
         }
@@ -343,7 +367,16 @@ fn uv_pin(args: &[String]) -> Pin {
         "--index",
         "--spec",
     ];
-    const FLAGS: &[&str] = &["-q", "--quiet", "--isolated", "--offline", "-v", "--verbose", "-n", "--no-cache"];
+    const FLAGS: &[&str] = &[
+        "-q",
+        "--quiet",
+        "--isolated",
+        "--offline",
+        "-v",
+        "--verbose",
+        "-n",
+        "--no-cache",
+    ];
     let mut it = args.iter();
     let mut package: Option<&str> = None;
     while let Some(a) = it.next() {
@@ -363,7 +396,8 @@ fn uv_pin(args: &[String]) -> Pin {
             continue;
         }
         if a.starts_with('-') {
-            if FLAGS.contains(&a.as_str()) || VALUE.iter().any(|v| a.starts_with(&format!("{v}="))) {
+            if FLAGS.contains(&a.as_str()) || VALUE.iter().any(|v| a.starts_with(&format!("{v}=")))
+            {
                 continue;
             }
             return Pin::Unknown(format!("unknown option {a}"));
@@ -377,7 +411,10 @@ fn uv_pin(args: &[String]) -> Pin {
         return Pin::Unknown("no package named".into());
     };
     if let Some((name, v)) = spec.split_once("==") {
-        if exact_version(v) || v.split('.').all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit())) {
+        if exact_version(v)
+            || v.split('.')
+                .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+        {
             return Pin::Pinned(format!("{name}=={v}"));
         }
         return Pin::Unknown(format!("{spec} is not a plain version"));
@@ -399,14 +436,54 @@ fn docker_pin(args: &[String]) -> Pin {
         return Pin::Unknown("not `docker run`".into());
     }
     const VALUE: &[&str] = &[
-        "-e", "--env", "-v", "--volume", "--name", "--network", "--net", "-p", "--publish", "--entrypoint",
-        "-w", "--workdir", "-u", "--user", "--env-file", "--mount", "--platform", "-l", "--label",
-        "--add-host", "--cap-add", "--cap-drop", "-m", "--memory", "--cpus", "--pull", "-h",
-        "--hostname", "--security-opt", "--tmpfs", "--device", "--ulimit", "--log-driver",
+        "-e",
+        "--env",
+        "-v",
+        "--volume",
+        "--name",
+        "--network",
+        "--net",
+        "-p",
+        "--publish",
+        "--entrypoint",
+        "-w",
+        "--workdir",
+        "-u",
+        "--user",
+        "--env-file",
+        "--mount",
+        "--platform",
+        "-l",
+        "--label",
+        "--add-host",
+        "--cap-add",
+        "--cap-drop",
+        "-m",
+        "--memory",
+        "--cpus",
+        "--pull",
+        "-h",
+        "--hostname",
+        "--security-opt",
+        "--tmpfs",
+        "--device",
+        "--ulimit",
+        "--log-driver",
     ];
     const FLAGS: &[&str] = &[
-        "-i", "-t", "-it", "-ti", "--rm", "-d", "--init", "--interactive", "--tty", "--read-only",
-        "--privileged", "-q", "--quiet",
+        "-i",
+        "-t",
+        "-it",
+        "-ti",
+        "--rm",
+        "-d",
+        "--init",
+        "--interactive",
+        "--tty",
+        "--read-only",
+        "--privileged",
+        "-q",
+        "--quiet",
     ];
     let mut it = args.iter().skip(1);
     while let Some(a) = it.next() {
@@ -418,7 +495,10 @@ fn docker_pin(args: &[String]) -> Pin {
             if FLAGS.contains(&a.as_str()) || (a.starts_with("--") && a.contains('=')) {
                 continue;
             }
-            if VALUE.iter().any(|v| a.starts_with(v) && !v.starts_with("--") && a.len() > 2) {
+            if VALUE
+                .iter()
+                .any(|v| a.starts_with(v) && !v.starts_with("--") && a.len() > 2)
+            {
                 // `-eKEY=v` style: a short option with its value attached.
                 continue;
             }
@@ -426,7 +506,7 @@ fn docker_pin(args: &[String]) -> Pin {
         }
         return match a.split_once("@sha256:") {
             Some((_, d)) if d.len() == 64 && d.chars().all(|c| c.is_ascii_hexdigit()) => {
-                Pin::Pinned(format!("{a}"))
+                Pin::Pinned(a.to_string())
             }
             Some(_) => Pin::Unknown(format!("{a} has a malformed digest")),
             None => Pin::Unpinned(format!("{a} by tag, not digest")),

@@ -171,39 +171,35 @@ impl Parser<'_> {
         loop {
             match self.peek() {
                 Some(b' ' | b'\t' | b'\n' | b'\r') => self.pos += 1,
-                Some(b'/') if self.dialect.comments => {
-                    match self.bytes.get(self.pos + 1) {
-                        Some(b'/') => {
-                            while let Some(b) = self.peek() {
-                                if b == b'\n' {
+                Some(b'/') if self.dialect.comments => match self.bytes.get(self.pos + 1) {
+                    Some(b'/') => {
+                        while let Some(b) = self.peek() {
+                            if b == b'\n' {
+                                break;
+                            }
+                            self.pos += 1;
+                        }
+                    }
+                    Some(b'*') => {
+                        let start = self.pos;
+                        self.pos += 2;
+                        loop {
+                            match self.peek() {
+                                None => {
+                                    return Err(self.error_at(start, "a comment never ends"));
+                                }
+                                Some(b'*') if self.bytes.get(self.pos + 1) == Some(&b'/') => {
+                                    self.pos += 2;
                                     break;
                                 }
-                                self.pos += 1;
+                                Some(_) => self.pos += 1,
                             }
                         }
-                        Some(b'*') => {
-                            let start = self.pos;
-                            self.pos += 2;
-                            loop {
-                                match self.peek() {
-                                    None => {
-                                        return Err(self.error_at(start, "a comment never ends"));
-                                    }
-                                    Some(b'*') if self.bytes.get(self.pos + 1) == Some(&b'/') => {
-                                        self.pos += 2;
-                                        break;
-                                    }
-                                    Some(_) => self.pos += 1,
-                                }
-                            }
-                        }
-                        _ => return Err(self.error("unexpected '/'")),
                     }
-                }
+                    _ => return Err(self.error("unexpected '/'")),
+                },
                 Some(b'/') => {
-                    return Err(self.error(
-                        "a comment, which this client's JSON does not allow",
-                    ));
+                    return Err(self.error("a comment, which this client's JSON does not allow"));
                 }
                 _ => return Ok(()),
             }

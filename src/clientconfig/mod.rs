@@ -59,7 +59,9 @@ pub enum ClientConfigError {
         )
     )]
     Undo(String),
-    #[error("{path} changed since holdcall wrote it (backup {backup}); undoing would lose those changes")]
+    #[error(
+        "{path} changed since holdcall wrote it (backup {backup}); undoing would lose those changes"
+    )]
     #[diagnostic(
         code(holdcall::clientconfig::changed_since),
         help(
@@ -70,7 +72,9 @@ pub enum ClientConfigError {
     #[error("{path} changed while holdcall was rewriting it")]
     #[diagnostic(
         code(holdcall::clientconfig::raced),
-        help("nothing was written; close the client that is writing it, then run the command again")
+        help(
+            "nothing was written; close the client that is writing it, then run the command again"
+        )
     )]
     Raced { path: PathBuf },
     #[error("holdcall's rewrite of {path} did not read back as intended: {why}")]
@@ -205,10 +209,34 @@ impl Places {
         let h = &self.home;
         let p = &self.project;
         let all = vec![
-            f(ClaudeCode, "user", h.join(".claude.json"), strict, Layout::ClaudeJson),
-            f(ClaudeCode, "project", p.join(".mcp.json"), strict, Layout::McpServers),
-            f(Cursor, "user", h.join(".cursor/mcp.json"), strict, Layout::McpServers),
-            f(Cursor, "project", p.join(".cursor/mcp.json"), strict, Layout::McpServers),
+            f(
+                ClaudeCode,
+                "user",
+                h.join(".claude.json"),
+                strict,
+                Layout::ClaudeJson,
+            ),
+            f(
+                ClaudeCode,
+                "project",
+                p.join(".mcp.json"),
+                strict,
+                Layout::McpServers,
+            ),
+            f(
+                Cursor,
+                "user",
+                h.join(".cursor/mcp.json"),
+                strict,
+                Layout::McpServers,
+            ),
+            f(
+                Cursor,
+                "project",
+                p.join(".cursor/mcp.json"),
+                strict,
+                Layout::McpServers,
+            ),
             f(
                 ClaudeDesktop,
                 "user",
@@ -223,7 +251,13 @@ impl Places {
                 jsonc,
                 Layout::Servers,
             ),
-            f(VsCode, "project", p.join(".vscode/mcp.json"), jsonc, Layout::Servers),
+            f(
+                VsCode,
+                "project",
+                p.join(".vscode/mcp.json"),
+                jsonc,
+                Layout::Servers,
+            ),
             f(
                 Codex,
                 "user",
@@ -238,8 +272,20 @@ impl Places {
                 strict,
                 Layout::McpServers,
             ),
-            f(GeminiCli, "user", h.join(".gemini/settings.json"), comments, Layout::McpServers),
-            f(GeminiCli, "project", p.join(".gemini/settings.json"), comments, Layout::McpServers),
+            f(
+                GeminiCli,
+                "user",
+                h.join(".gemini/settings.json"),
+                comments,
+                Layout::McpServers,
+            ),
+            f(
+                GeminiCli,
+                "project",
+                p.join(".gemini/settings.json"),
+                comments,
+                Layout::McpServers,
+            ),
         ];
         // The project may be the home itself: read each file once.
         let mut seen: Vec<PathBuf> = Vec::new();
@@ -388,8 +434,7 @@ fn read_capped(path: &Path) -> Result<Option<String>, String> {
 pub fn entries_of(spec: &FileSpec, text: &str) -> Result<Vec<Entry>, String> {
     match spec.format {
         Format::Json(dialect) => {
-            let root =
-                json::parse(text, dialect).map_err(|e| format!("not valid JSON: {e}"))?;
+            let root = json::parse(text, dialect).map_err(|e| format!("not valid JSON: {e}"))?;
             json_entries(spec, text, &root)
         }
         Format::Toml => toml_entries(text),
@@ -420,7 +465,14 @@ fn json_entries(spec: &FileSpec, text: &str, root: &json::Node) -> Result<Vec<En
             for p in projects {
                 if let Some(servers) = p.value.get("mcpServers") {
                     let group = vec!["projects".into(), p.key.clone(), "mcpServers".into()];
-                    json_group(spec, text, servers, group, format!("local {}", p.key), &mut out)?;
+                    json_group(
+                        spec,
+                        text,
+                        servers,
+                        group,
+                        format!("local {}", p.key),
+                        &mut out,
+                    )?;
                 }
             }
         }
@@ -440,7 +492,14 @@ fn json_group(
         return Err(shape(&format!("`{}` is not an object", group.join("."))));
     };
     for m in members {
-        out.push(json_entry(spec, text, &m.key, &m.value, group.clone(), scope.clone()));
+        out.push(json_entry(
+            spec,
+            text,
+            &m.key,
+            &m.value,
+            group.clone(),
+            scope.clone(),
+        ));
     }
     Ok(())
 }
@@ -509,10 +568,15 @@ fn json_entry(
     if let Some(env) = v.get("env").and_then(json::Node::members) {
         e.env_names = env.iter().map(|m| m.key.clone()).collect();
     }
-    let declared = v.get("type").and_then(json::Node::as_str).map(str::to_string);
-    let url = ["url", "serverUrl", "httpUrl"]
-        .iter()
-        .find_map(|k| v.get(k).and_then(json::Node::as_str).map(|u| (*k, u.to_string())));
+    let declared = v
+        .get("type")
+        .and_then(json::Node::as_str)
+        .map(str::to_string);
+    let url = ["url", "serverUrl", "httpUrl"].iter().find_map(|k| {
+        v.get(k)
+            .and_then(json::Node::as_str)
+            .map(|u| (*k, u.to_string()))
+    });
     let remote_type = declared
         .as_deref()
         .is_some_and(|t| matches!(t, "http" | "sse" | "streamable-http" | "streamableHttp"));
@@ -660,7 +724,12 @@ fn toml_entries(text: &str) -> Result<Vec<Entry>, String> {
             .unwrap_or(0)
             + 1;
         // toml's message quotes the offending line; say only where and what.
-        let what = e.message().lines().next().unwrap_or("invalid TOML").to_string();
+        let what = e
+            .message()
+            .lines()
+            .next()
+            .unwrap_or("invalid TOML")
+            .to_string();
         format!("not valid TOML: line {line}, column {col}: {what}")
     })?;
     // The shape, checked by hand so no error message ever quotes a value.
@@ -674,8 +743,8 @@ fn toml_entries(text: &str) -> Result<Vec<Entry>, String> {
             }
         }
     }
-    let doc: CodexDoc = toml::from_str(text)
-        .map_err(|_| shape("`mcp_servers` is not a table of server tables"))?;
+    let doc: CodexDoc =
+        toml::from_str(text).map_err(|_| shape("`mcp_servers` is not a table of server tables"))?;
     let mut servers: Vec<(toml::Spanned<String>, CodexServer)> =
         doc.mcp_servers.unwrap_or_default().into_iter().collect();
     servers.sort_by_key(|(k, _)| k.span().start);
@@ -724,8 +793,10 @@ fn toml_entries(text: &str) -> Result<Vec<Entry>, String> {
                 out.push(e);
                 continue;
             };
-            let strings: Option<Vec<String>> =
-                items.iter().map(|v| v.as_str().map(str::to_string)).collect();
+            let strings: Option<Vec<String>> = items
+                .iter()
+                .map(|v| v.as_str().map(str::to_string))
+                .collect();
             let Some(strings) = strings else {
                 e.state = EntryState::Unrecognized("its args are not all strings".into());
                 out.push(e);
@@ -852,18 +923,15 @@ pub fn plan(
             .map(|a| quote(a))
             .collect();
         new_items.push(raw_command.to_string());
-        edits.push((site.command.clone(), quote(holdcall)));
-        match site.args {
+        let args_edit = match site.args {
             Some((open, first)) => {
                 let ws = first.and_then(|f| text.get(open..f)).unwrap_or("");
                 match first {
                     // One element per line: the new ones get lines of their own, with the
                     // first original element's indentation, right after '['.
-                    Some(_) if ws.contains('\n') => {
-                        edits.push((open..open, insert_multiline(&new_items, ws)));
-                    }
-                    Some(f) => edits.push((f..f, format!("{}, ", new_items.join(", ")))),
-                    None => edits.push((open..open, new_items.join(", "))),
+                    Some(_) if ws.contains('\n') => (open..open, insert_multiline(&new_items, ws)),
+                    Some(f) => (f..f, format!("{}, ", new_items.join(", "))),
+                    None => (open..open, new_items.join(", ")),
                 }
             }
             None => {
@@ -882,17 +950,20 @@ pub fn plan(
                         } else {
                             format!(", \"args\": [{items}]")
                         };
-                        edits.push((site.command.end..site.command.end, ins));
+                        (site.command.end..site.command.end, ins)
                     }
                     Format::Toml => {
+                        // A layout not understood: left alone, and the dry run says so.
                         let Some(ins) = toml_args_insertion(text, site, &items) else {
                             continue;
                         };
-                        edits.push(ins);
+                        ins
                     }
                 }
             }
-        }
+        };
+        edits.push((site.command.clone(), quote(holdcall)));
+        edits.push(args_edit);
         routed.push((e.group.clone(), e.name.clone()));
         planned.push((e.group.clone(), e.name.clone(), connector));
     }
@@ -954,11 +1025,7 @@ fn insert_multiline(items: &[String], ws: &str) -> String {
 /// Where and what to insert for a Codex entry that has no `args`: a new `args = […]` line after
 /// the command's line in a `[mcp_servers.x]` table (with the same dotted prefix, if any), or
 /// `, args = […]` after the command in an inline table. `None` for a layout not understood.
-fn toml_args_insertion(
-    text: &str,
-    site: &EditSite,
-    items: &str,
-) -> Option<(Range<usize>, String)> {
+fn toml_args_insertion(text: &str, site: &EditSite, items: &str) -> Option<(Range<usize>, String)> {
     let line_start = text
         .get(..site.command.start)
         .and_then(|b| b.rfind('\n'))
