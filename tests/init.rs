@@ -753,3 +753,69 @@ fn doctor_warns_about_a_routed_entry_whose_holdcall_no_longer_exists() {
     // init leaves it alone: it is routed, whatever the path.
     assert!(ok(&env, &["init"]).contains("already routed mcpServers moved"));
 }
+
+#[test]
+fn a_routed_entry_runs_as_its_client_starts_it_and_is_decided_under_its_connector_and_client() {
+    use std::process::{Command, Stdio};
+    let env = Env::fast();
+    let record = env.dir.path().join("record.log");
+    std::fs::write(&record, b"").unwrap();
+    let bin = Env::bin();
+    let cfg = env.user_home().join(".cursor/mcp.json");
+    put(
+        &cfg,
+        &serde_json::json!({"mcpServers": {"demo": {
+            "command": bin.to_str().unwrap(),
+            "args": ["demo-server", "--record", record.to_str().unwrap()],
+            "env": {"DEMO_SETTING": "CANARY-e2e-env"}
+        }}})
+        .to_string(),
+    );
+    ok(&env, &["init", "--write"]);
+    env.ok(&["policy", "deny", "delete_file", "--connector", "demo"]);
+    // Start the server exactly as Cursor would: the entry's command, args and env.
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&cfg).unwrap()).unwrap();
+    let entry = &v["mcpServers"]["demo"];
+    let args: Vec<&str> = entry["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let mut child = Command::new(entry["command"].as_str().unwrap())
+        .args(&args)
+        .env(
+            "DEMO_SETTING",
+            entry["env"]["DEMO_SETTING"].as_str().unwrap(),
+        )
+        .env("HOLDCALL_HOME", env.home())
+        .env("XDG_RUNTIME_DIR", env.dir.path().join("run"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take();
+    let lines = common::lines_of(child.stdout.take().unwrap());
+    let mut relay = common::Relay {
+        child,
+        stdin,
+        lines,
+        stderr: None,
+        record,
+    };
+    relay.handshake();
+    relay.send(&common::call("1", "delete_file", r#"{"path":"/x"}"#));
+    assert!(common::is_refusal(&relay.recv_json()));
+    relay.send(&common::call("2", "echo", r#"{"text":"hi"}"#));
+    assert_eq!(relay.recv_json()["id"], 2);
+    let rows = common::journal_rows(&env.db());
+    let start = rows.iter().find(|r| r["kind"] == "session.start").unwrap();
+    assert_eq!(start["client"], "cursor", "{start}");
+    let denied = rows
+        .iter()
+        .find(|r| r["kind"] == "call.request" && r["decision"] == "deny")
+        .unwrap();
+    assert_eq!(denied["connector"], "demo", "{denied}");
+}
