@@ -144,7 +144,7 @@ impl Backups {
                 }
             })
             .collect();
-        for n in 0..1000u32 {
+        for n in 0..crate::limits::BACKUP_NAME_ATTEMPTS_MAX {
             let name = if n == 0 {
                 format!("{stamp}-{client}-{file}.bak")
             } else {
@@ -169,7 +169,7 @@ impl Backups {
         Err(ClientConfigError::Io {
             action: "name a backup in",
             path: self.dir.clone(),
-            source: std::io::Error::other("a thousand backups share this instant"),
+            source: std::io::Error::other("every backup name for this instant is taken"),
         })
     }
 

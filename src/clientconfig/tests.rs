@@ -1,3 +1,5 @@
+//! Unit tests of `clientconfig`: the JSON reader, span edits, redaction, pinning.
+
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
