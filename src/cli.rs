@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod setup;
+
 use crate::config::{Config, Home};
 use crate::journal::{self, ChainState, Entry, LogFilter, Reader};
 use crate::limits;
@@ -66,6 +68,29 @@ pub enum Command {
     },
     /// Where Holdcall keeps things, whether the daemon runs, and the state of the journal.
     Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Route every MCP client's stdio servers through holdcall: shows the change (dry run),
+    /// writes it with --write (each file backed up first), or puts a file back with --undo.
+    Init {
+        /// Write the change (each file is backed up first).
+        #[arg(long, conflicts_with = "undo")]
+        write: bool,
+        /// Restore the file this backup was taken of (a path `init --write` printed).
+        #[arg(long, value_name = "BACKUP")]
+        undo: Option<String>,
+        /// With --undo: restore even if the file changed since holdcall wrote it.
+        #[arg(long, requires = "undo")]
+        force: bool,
+    },
+    /// Check everything calls need to flow through holdcall; exit 1 on a FAIL.
+    Doctor {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every MCP server configured in every client: routed or not, pinned or not.
+    Inventory {
         #[arg(long)]
         json: bool,
     },
@@ -318,6 +343,9 @@ pub enum CliError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     PolicyCases(#[from] Box<crate::policytest::CasesError>),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    ClientConfig(#[from] crate::clientconfig::ClientConfigError),
     #[error("{0}")]
     #[diagnostic(code(holdcall::cli::refused))]
     Refused(String),
@@ -374,6 +402,9 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Log(args) => log_cmd(args),
         Command::Verify { expect_head, json } => verify_cmd(expect_head, json),
         Command::Status { json } => status_cmd(json),
+        Command::Init { write, undo, force } => setup::init(write, undo, force),
+        Command::Doctor { json } => setup::doctor(json),
+        Command::Inventory { json } => setup::inventory(json),
         Command::Version => {
             println!("{}", version_line());
             Ok(0)

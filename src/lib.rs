@@ -18,16 +18,21 @@
 //! - `journal`: SQLite storage, the canonical encoding, the hash chain, verify.
 //! - `config`: the home, its private directories, the socket path, `config.toml`.
 //! - `cli`: the commands and their output.
+//! - `clientconfig`: MCP clients' config files: reading them, routing their servers through
+//!   `holdcall serve` by span edits, backups and undo (`init`, `inventory`).
+//! - `doctor`: `holdcall doctor`'s checks, one function each; it never starts the daemon.
 //! - `demo`: `holdcall demo` and the built-in demo server.
 //! - `bench`: the hidden `holdcall bench-decisions`, which times decisions as a relay asks them.
 
 pub mod bench;
 pub mod budget;
 pub mod cli;
+pub mod clientconfig;
 pub mod config;
 pub mod context;
 pub mod daemon;
 pub mod demo;
+pub mod doctor;
 pub mod frame;
 pub mod ids;
 pub mod journal;

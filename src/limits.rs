@@ -67,6 +67,16 @@ pub const ARGUMENTS_VALUES_MAX: usize = 10_000;
 /// text to the daemon inside one socket line, where JSON escaping can double some bytes.
 pub const POLICY_FILE_BYTES_MAX: usize = 512 * 1024;
 
+/// Largest MCP client config file (bytes) `init`, `doctor` and `inventory` read. `~/.claude.json`
+/// keeps per-project history and grows to megabytes; a file past this is refused, never read
+/// in part.
+pub const CLIENT_CONFIG_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// Most names `init` tries for one backup file when earlier ones exist (the timestamp has
+/// nanoseconds, so a second try is already rare); past it the write is refused, never an
+/// existing backup overwritten.
+pub const BACKUP_NAME_ATTEMPTS_MAX: u32 = 1000;
+
 const _: () = assert!(ARGUMENTS_DEPTH_MAX < JSON_DEPTH_MAX);
 const _: () = assert!(ARGUMENTS_VALUES_MAX < ARGUMENTS_BYTES_MAX);
 // A policy file escaped into JSON is at most twice its size (plus room for the envelope).

@@ -29,6 +29,8 @@ impl Env {
         let dir = tempfile::Builder::new().prefix("hc").tempdir().unwrap();
         std::fs::create_dir(dir.path().join("home")).unwrap();
         std::fs::create_dir(dir.path().join("run")).unwrap();
+        std::fs::create_dir(dir.path().join("user")).unwrap();
+        std::fs::create_dir(dir.path().join("project")).unwrap();
         Env { dir }
     }
 
@@ -41,6 +43,26 @@ impl Env {
 
     pub fn home(&self) -> PathBuf {
         self.dir.path().join("home")
+    }
+    /// The `HOME` every command sees (MCP client config files live under it), never the real one.
+    pub fn user_home(&self) -> PathBuf {
+        self.dir.path().join("user")
+    }
+    /// `XDG_CONFIG_HOME` for every command (Claude Desktop's and VS Code's user files).
+    pub fn user_config(&self) -> PathBuf {
+        if cfg!(target_os = "macos") {
+            self.user_home().join("Library/Application Support")
+        } else {
+            self.user_home().join(".config")
+        }
+    }
+    /// A project directory: the current directory of commands run with `in_project`.
+    pub fn project(&self) -> PathBuf {
+        self.dir.path().join("project")
+    }
+    /// A command run from the project directory (where `.mcp.json`, `.vscode/` … are read).
+    pub fn in_project(&self, args: &[&str]) -> Output {
+        self.cmd(args).current_dir(self.project()).output().unwrap()
     }
     pub fn db(&self) -> PathBuf {
         self.home().join("holdcall.db")
@@ -57,6 +79,9 @@ impl Env {
         c.args(args)
             .env("HOLDCALL_HOME", self.home())
             .env("XDG_RUNTIME_DIR", self.dir.path().join("run"))
+            .env("HOME", self.user_home())
+            .env("XDG_CONFIG_HOME", self.user_home().join(".config"))
+            .env_remove("CODEX_HOME")
             .env_remove("HOLDCALL_LOG")
             .stdin(Stdio::null());
         c

@@ -1,0 +1,348 @@
+//! The output of `holdcall init`, `doctor` and `inventory` (the logic is in `clientconfig` and
+//! `doctor`). Never prints an environment value: entries carry env names only, and arguments
+//! and URLs pass through `clientconfig::inspect` redaction first.
+
+use std::io::Write;
+
+use super::CliError;
+use crate::clientconfig::inspect::{self, printable, show_command};
+use crate::clientconfig::{
+    self, ClientConfigError, Entry, EntryState, FileState, Places, backup::Backups,
+};
+use crate::config::Home;
+
+fn env_line(e: &Entry) -> Option<String> {
+    (!e.env_names.is_empty()).then(|| {
+        format!(
+            "env: {} (values not shown)",
+            e.env_names
+                .iter()
+                .map(|n| printable(n))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
+}
+
+/// `holdcall init [--write] | --undo BACKUP [--force]`.
+pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliError> {
+    let home = Home::from_env()?;
+    let backups = Backups::of(&home);
+    let mut out = std::io::stdout().lock();
+    if let Some(which) = undo {
+        let done = backups.undo(&which, force)?;
+        writeln!(
+            out,
+            "restored {} from {}",
+            done.path.display(),
+            done.backup.display()
+        )?;
+        writeln!(
+            out,
+            "  what it held before this undo is saved in {}",
+            done.saved_as.display()
+        )?;
+        return Ok(0);
+    }
+    let places = Places::from_env()?;
+    let holdcall = clientconfig::holdcall_command()?;
+    let mut plans = Vec::new();
+    let mut refused = Vec::new();
+    let mut found = 0usize;
+    for spec in places.files() {
+        let loaded = match clientconfig::load(&spec) {
+            FileState::Missing => continue,
+            FileState::Refused(reason) => {
+                found += 1;
+                writeln!(
+                    out,
+                    "{} ({}, {})",
+                    spec.path.display(),
+                    spec.client.id(),
+                    spec.scope
+                )?;
+                writeln!(out, "  REFUSED: {reason}")?;
+                refused.push(ClientConfigError::Refused {
+                    path: spec.path.clone(),
+                    reason,
+                });
+                continue;
+            }
+            FileState::Read(l) => l,
+        };
+        found += 1;
+        let plan = match clientconfig::plan(&spec, &loaded, &holdcall) {
+            Ok(p) => p,
+            Err(e) => {
+                writeln!(
+                    out,
+                    "{} ({}, {})",
+                    spec.path.display(),
+                    spec.client.id(),
+                    spec.scope
+                )?;
+                writeln!(out, "  REFUSED: {e}")?;
+                refused.push(e);
+                continue;
+            }
+        };
+        writeln!(
+            out,
+            "{} ({}, {})",
+            spec.path.display(),
+            spec.client.id(),
+            spec.scope
+        )?;
+        for e in &loaded.entries {
+            let name = printable(&e.name);
+            let group = printable(&e.group_label());
+            match &e.state {
+                EntryState::NotRouted
+                    if plan
+                        .as_ref()
+                        .is_some_and(|p| p.routed.contains(&(e.group.clone(), e.name.clone()))) =>
+                {
+                    let connector = plan
+                        .as_ref()
+                        .and_then(|p| {
+                            p.connectors
+                                .iter()
+                                .find(|(g, n, _)| g == &e.group && n == &e.name)
+                        })
+                        .map(|(_, _, c)| c.clone())
+                        .unwrap_or_else(|| e.connector.clone());
+                    if connector == e.name {
+                        writeln!(out, "  route {group} {name}")?;
+                    } else {
+                        writeln!(
+                            out,
+                            "  route {group} {name} as connector {connector} (its name is not a valid connector name)"
+                        )?;
+                    }
+                    let cmd = e.command.as_deref().unwrap_or("");
+                    writeln!(out, "    - {}", show_command(cmd, &e.args))?;
+                    let mut args = clientconfig::serve_prefix(spec.client, &connector);
+                    args.push(cmd.to_string());
+                    args.extend(e.args.iter().cloned());
+                    writeln!(out, "    + {}", show_command(&holdcall, &args))?;
+                    if let Some(env) = env_line(e) {
+                        writeln!(out, "      {env}")?;
+                    }
+                }
+                EntryState::NotRouted => writeln!(
+                    out,
+                    "  left alone {group} {name}: holdcall cannot rewrite this layout; route it by hand"
+                )?,
+                EntryState::Routed => writeln!(out, "  already routed {group} {name}")?,
+                EntryState::Remote => writeln!(
+                    out,
+                    "  remote, left alone {group} {name} ({} {})",
+                    e.transport,
+                    printable(&inspect::redact_url(e.url.as_deref().unwrap_or("")))
+                )?,
+                EntryState::Unrecognized(why) => {
+                    writeln!(out, "  left alone {group} {name}: {why}")?
+                }
+            }
+        }
+        if let Some(p) = plan {
+            plans.push((spec, p));
+        }
+    }
+    if found == 0 {
+        writeln!(
+            out,
+            "No MCP client config files found (see docs/clients.md for where holdcall looks)."
+        )?;
+        return Ok(0);
+    }
+    if let Some(first) = refused.into_iter().next() {
+        writeln!(out, "Nothing was written: a file above could not be read.")?;
+        out.flush()?;
+        return Err(first.into());
+    }
+    if plans.is_empty() {
+        writeln!(
+            out,
+            "Nothing to change: every stdio server holdcall can route already is."
+        )?;
+        return Ok(0);
+    }
+    if !write {
+        writeln!(
+            out,
+            "Dry run: nothing was written. Run `holdcall init --write` to apply."
+        )?;
+        return Ok(0);
+    }
+    for (spec, plan) in &plans {
+        let backup = backups.write(spec.client, &spec.path, plan)?;
+        writeln!(
+            out,
+            "wrote {} (backup: {})",
+            spec.path.display(),
+            backup.display()
+        )?;
+    }
+    writeln!(
+        out,
+        "Restart the clients to pick up the change. To put a file back: holdcall init --undo BACKUP"
+    )?;
+    Ok(0)
+}
+
+/// `holdcall doctor [--json]`.
+pub fn doctor(json: bool) -> Result<i32, CliError> {
+    let ctx = crate::doctor::Ctx::from_env();
+    let checks = crate::doctor::run(&ctx);
+    let code = crate::doctor::exit_code(&checks);
+    let mut out = std::io::stdout().lock();
+    if json {
+        let v = serde_json::json!({ "ok": code == 0, "checks": checks });
+        serde_json::to_writer_pretty(&mut out, &v).map_err(std::io::Error::other)?;
+        writeln!(out)?;
+        return Ok(code);
+    }
+    for c in &checks {
+        match &c.remedy {
+            Some(r) => writeln!(
+                out,
+                "[{}] {}: {} -- {}",
+                c.status.tag(),
+                c.check,
+                c.message,
+                r
+            )?,
+            None => writeln!(out, "[{}] {}: {}", c.status.tag(), c.check, c.message)?,
+        }
+    }
+    Ok(code)
+}
+
+#[derive(serde::Serialize)]
+struct Row {
+    client: &'static str,
+    scope: String,
+    file: String,
+    name: String,
+    connector: String,
+    transport: String,
+    state: &'static str,
+    routed: bool,
+    pinned: &'static str,
+    pin_detail: String,
+    command: Option<String>,
+    args: Vec<String>,
+    url: Option<String>,
+    env: Vec<String>,
+}
+
+/// `holdcall inventory [--json]`.
+pub fn inventory(json: bool) -> Result<i32, CliError> {
+    let places = Places::from_env()?;
+    let mut rows = Vec::new();
+    let mut unreadable = Vec::new();
+    for spec in places.files() {
+        match clientconfig::load(&spec) {
+            FileState::Missing => {}
+            FileState::Refused(reason) => unreadable.push(serde_json::json!({
+                "client": spec.client.id(),
+                "file": spec.path.display().to_string(),
+                "reason": reason,
+            })),
+            FileState::Read(l) => {
+                for e in &l.entries {
+                    let pin = match (&e.state, e.upstream()) {
+                        (EntryState::Remote, _) => None,
+                        (_, Some((cmd, args))) => Some(inspect::pin(&cmd, &args)),
+                        _ => Some(inspect::Pin::Unknown("no command".into())),
+                    };
+                    rows.push(Row {
+                        client: spec.client.id(),
+                        scope: e.scope.clone(),
+                        file: spec.path.display().to_string(),
+                        name: e.name.clone(),
+                        connector: e.connector.clone(),
+                        transport: e.transport.clone(),
+                        state: e.state.label(),
+                        routed: e.state == EntryState::Routed,
+                        pinned: pin.as_ref().map(|p| p.label()).unwrap_or("n/a"),
+                        pin_detail: pin
+                            .as_ref()
+                            .map(|p| p.detail().to_string())
+                            .unwrap_or_default(),
+                        command: e.command.clone(),
+                        args: inspect::redact_args(&e.args),
+                        url: e.url.as_deref().map(inspect::redact_url),
+                        env: e.env_names.clone(),
+                    });
+                }
+            }
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    if json {
+        let v = serde_json::json!({ "servers": rows, "unreadable": unreadable });
+        serde_json::to_writer_pretty(&mut out, &v).map_err(std::io::Error::other)?;
+        writeln!(out)?;
+        return Ok(0);
+    }
+    if rows.is_empty() && unreadable.is_empty() {
+        writeln!(
+            out,
+            "No MCP servers configured in any client holdcall knows."
+        )?;
+        return Ok(0);
+    }
+    writeln!(
+        out,
+        "{:<14}  {:<10}  {:<20}  {:<9}  {:<12}  {:<8}  COMMAND / URL  [ENV NAMES]",
+        "CLIENT", "SCOPE", "NAME", "TRANSPORT", "ROUTED", "PINNED"
+    )?;
+    for r in &rows {
+        let what = match (&r.url, &r.command) {
+            (Some(u), _) => printable(u),
+            (None, Some(c)) => show_command(c, &r.args),
+            (None, None) => String::new(),
+        };
+        let env = if r.env.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "  [{}]",
+                r.env
+                    .iter()
+                    .map(|n| printable(n))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        let scope = if r.scope.starts_with("local ") {
+            "local"
+        } else {
+            r.scope.as_str()
+        };
+        writeln!(
+            out,
+            "{:<14}  {:<10}  {:<20}  {:<9}  {:<12}  {:<8}  {}{}",
+            r.client,
+            scope,
+            printable(&r.name),
+            r.transport,
+            r.state,
+            r.pinned,
+            what,
+            env
+        )?;
+    }
+    for u in &unreadable {
+        writeln!(
+            out,
+            "unreadable: {} ({}): {}",
+            u["file"].as_str().unwrap_or(""),
+            u["client"].as_str().unwrap_or(""),
+            u["reason"].as_str().unwrap_or("")
+        )?;
+    }
+    Ok(0)
+}

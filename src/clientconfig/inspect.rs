@@ -1,0 +1,544 @@
+//! What `inventory` and `init` show of an entry: arguments with credential-looking values
+//! masked, URLs without userinfo or secret query values, and whether the server's package is
+//! pinned to one version.
+//!
+//! Owns: redaction and the pinned judgement. Must never: call something "pinned" it could not
+//! parse (that is "unknown"), or return an unmasked value it judged secret. No I/O.
+
+/// What replaces a value judged secret.
+pub const MASK: &str = "••••";
+
+/// Key words that make the value of a flag or `key=value` secret (compared lowercase, with `-`
+/// and `_` removed).
+const SECRET_WORDS: &[&str] = &[
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "token",
+    "apikey",
+    "accesskey",
+    "privatekey",
+    "credential",
+    "authorization",
+    "auth",
+    "cookie",
+    "session",
+    "dsn",
+    "bearer",
+];
+
+/// Whole names that are secret too short to be a word above.
+const SECRET_NAMES: &[&str] = &["key", "pass", "pat", "pw", "pwd"];
+
+/// Prefixes of well-known token formats.
+const TOKEN_PREFIXES: &[&str] = &[
+    "sk-",
+    "sk_",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "xoxb-",
+    "xoxp-",
+    "xoxa-",
+    "glpat-",
+    "AKIA",
+    "ASIA",
+    "AIza",
+    "eyJ",
+    "pk_live_",
+    "rk_live_",
+    "npm_",
+    "hf_",
+];
+
+fn normalized(key: &str) -> String {
+    key.trim_start_matches('-')
+        .chars()
+        .filter(|c| *c != '-' && *c != '_')
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// A flag or key name whose value is secret.
+pub fn secret_key(key: &str) -> bool {
+    let n = normalized(key);
+    !n.is_empty()
+        && (SECRET_WORDS.iter().any(|w| n.contains(w)) || SECRET_NAMES.contains(&n.as_str()))
+}
+
+/// A bare value that looks like a credential: a known token prefix, or a long run of letters
+/// and digits with no path or package shape and high entropy.
+pub fn looks_like_token(v: &str) -> bool {
+    if TOKEN_PREFIXES
+        .iter()
+        .any(|p| v.starts_with(p) && v.len() >= p.len() + 8)
+    {
+        return true;
+    }
+    if v.len() < 24 || v.contains('/') || v.contains('@') || v.contains(' ') {
+        return false;
+    }
+    if !v
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '+' | '=' | '.'))
+    {
+        return false;
+    }
+    let has_digit = v.chars().any(|c| c.is_ascii_digit());
+    let has_alpha = v.chars().any(|c| c.is_ascii_alphabetic());
+    has_digit && has_alpha && entropy(v) >= 3.5
+}
+
+fn entropy(s: &str) -> f64 {
+    let mut counts = std::collections::HashMap::new();
+    for c in s.chars() {
+        *counts.entry(c).or_insert(0usize) += 1;
+    }
+    let n = s.chars().count() as f64;
+    counts
+        .values()
+        .map(|&k| {
+            let p = k as f64 / n;
+            -p * p.log2()
+        })
+        .sum()
+}
+
+/// A URL with its userinfo and secret query values masked.
+pub fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_string();
+    };
+    let (scheme, rest) = url.split_at(scheme_end + 3);
+    let (authority, tail) = match rest.find(['/', '?', '#']) {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let authority = match authority.rfind('@') {
+        Some(at) => format!("{MASK}@{}", authority.get(at + 1..).unwrap_or("")),
+        None => authority.to_string(),
+    };
+    let mask_path = |path: &str| -> String {
+        path.split('/')
+            .map(|seg| if looks_like_token(seg) { MASK } else { seg })
+            .collect::<Vec<_>>()
+            .join("/")
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let path = mask_path(path);
+            let (query, frag) = match query.split_once('#') {
+                Some((q, f)) => (q, format!("#{f}")),
+                None => (query, String::new()),
+            };
+            let q: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((k, v)) if secret_key(&percent_decoded(k)) || looks_like_token(v) => {
+                        format!("{k}={MASK}")
+                    }
+                    _ => pair.to_string(),
+                })
+                .collect();
+            format!("{path}?{}{frag}", q.join("&"))
+        }
+        None => mask_path(tail),
+    };
+    format!("{scheme}{authority}{tail}")
+}
+
+fn percent_decoded(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if b == b'%'
+            && let Some(v) = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(b);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Arguments with every credential-looking value masked: `--api-key=…` and `KEY=…` by key,
+/// the value after a secret flag, `Bearer …`, URLs, and bare token-shaped values.
+pub fn redact_args(args: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut mask_next = false;
+    for a in args {
+        if mask_next {
+            mask_next = false;
+            out.push(MASK.to_string());
+            continue;
+        }
+        out.push(redact_one(a, &mut mask_next));
+    }
+    out
+}
+
+fn redact_one(a: &str, mask_next: &mut bool) -> String {
+    let lower = a.to_ascii_lowercase();
+    for scheme in ["bearer ", "basic ", "token "] {
+        if let Some(i) = lower.find(scheme) {
+            return format!("{}{MASK}", a.get(..i + scheme.len()).unwrap_or(""));
+        }
+    }
+    if a.contains("://") {
+        return redact_url(a);
+    }
+    if a.starts_with('-') {
+        match a.split_once('=') {
+            Some((k, _)) if secret_key(k) => return format!("{k}={MASK}"),
+            Some((k, v)) if looks_like_token(v) => return format!("{k}={MASK}"),
+            Some(_) => return a.to_string(),
+            None => {
+                if secret_key(a) {
+                    *mask_next = true;
+                }
+                return a.to_string();
+            }
+        }
+    }
+    if let Some((k, v)) = a.split_once('=')
+        && (secret_key(k) || looks_like_token(v) || v.contains("://") && v != redact_url(v))
+    {
+        return format!("{k}={MASK}");
+    }
+    // A header given as one argument: `Authorization: …`, `X-Api-Key: …`.
+    if let Some((k, _)) = a.split_once(':')
+        && !k.contains(' ')
+        && secret_key(k)
+    {
+        return format!("{k}: {MASK}");
+    }
+    if looks_like_token(a) {
+        return MASK.to_string();
+    }
+    a.to_string()
+}
+
+/// Whether an entry's server is pinned to one version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pin {
+    /// An exact version (`pkg@1.2.3`, `pkg==1.2.3`), an image digest, or a local absolute path.
+    Pinned(String),
+    /// A package without an exact version, or an image by tag.
+    Unpinned(String),
+    /// Holdcall could not tell (an unknown launcher or flag). Never counts as pinned.
+    Unknown(String),
+}
+
+impl Pin {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Pin::Pinned(_) => "pinned",
+            Pin::Unpinned(_) => "unpinned",
+            Pin::Unknown(_) => "unknown",
+        }
+    }
+    pub fn detail(&self) -> &str {
+        match self {
+            Pin::Pinned(d) | Pin::Unpinned(d) | Pin::Unknown(d) => d,
+        }
+    }
+}
+
+fn base(command: &str) -> &str {
+    std::path::Path::new(command)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(command)
+}
+
+/// An exact semantic version: `1.2.3`, optionally `-pre` and `+build`.
+pub fn exact_version(v: &str) -> bool {
+    let core = v.split(['-', '+']).next().unwrap_or("");
+    let parts: Vec<&str> = core.split('.').collect();
+    parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+'))
+}
+
+/// The pinned judgement of a command and its arguments (the upstream ones, for a routed entry).
+pub fn pin(command: &str, args: &[String]) -> Pin {
+    match base(command) {
+        "npx" | "bunx" => npm_pin(
+            args,
+            &["-y", "--yes", "-q", "--quiet", "--no-install", "--no"],
+        ),
+        "pnpm" | "yarn" if args.first().map(String::as_str) == Some("dlx") => {
+            npm_pin(args.get(1..).unwrap_or(&[]), &["-q", "--quiet", "--silent"])
+        }
+        "uvx" => uv_pin(args),
+        "uv" if args.first().map(String::as_str) == Some("tool")
+            && args.get(1).map(String::as_str) == Some("run") =>
+        {
+            uv_pin(args.get(2..).unwrap_or(&[]))
+        }
+        "pipx" if args.first().map(String::as_str) == Some("run") => {
+            uv_pin(args.get(1..).unwrap_or(&[]))
+        }
+        "docker" | "podman" => docker_pin(args),
+        "node" | "python" | "python3" | "deno" | "bun" | "ruby" | "java" => {
+            match args.iter().find(|a| !a.starts_with('-')) {
+                Some(script) if script.starts_with('/') => {
+                    Pin::Pinned(format!("local script {script}"))
+                }
+                _ => Pin::Unknown(format!("{} with no absolute script path", base(command))),
+            }
+        }
+        _ if command.starts_with('/') => Pin::Pinned(format!("local binary {command}")),
+        other => Pin::Unknown(format!("{other} is not a launcher holdcall reads")),
+    }
+}
+
+fn npm_pin(args: &[String], flags: &[&str]) -> Pin {
+    let mut it = args.iter();
+    let mut package: Option<&str> = None;
+    while let Some(a) = it.next() {
+        if a == "-p" || a == "--package" {
+            match it.next() {
+                Some(p) => package = Some(p),
+                None => return Pin::Unknown("--package without a value".into()),
+            }
+            continue;
+        }
+        if let Some(p) = a.strip_prefix("--package=") {
+            package = Some(p);
+            continue;
+        }
+        if a == "--" {
+            break;
+        }
+        if a.starts_with('-') {
+            if flags.contains(&a.as_str()) {
+                continue;
+            }
+            return Pin::Unknown(format!("unknown option {a}"));
+        }
+        if package.is_none() {
+            package = Some(a);
+        }
+        break;
+    }
+    let Some(spec) = package else {
+        return Pin::Unknown("no package named".into());
+    };
+    // `@scope/name@version` or `name@version`.
+    let (name, version) = match spec.strip_prefix('@') {
+        Some(rest) => match rest.split_once('@') {
+            Some((n, v)) => (format!("@{n}"), Some(v)),
+            None => (spec.to_string(), None),
+        },
+        None => match spec.split_once('@') {
+            Some((n, v)) => (n.to_string(), Some(v)),
+            None => (spec.to_string(), None),
+        },
+    };
+    match version {
+        Some(v) if exact_version(v) => Pin::Pinned(format!("{name}@{v}")),
+        Some(v) => Pin::Unpinned(format!("{name}@{v} is a tag or range")),
+        None => Pin::Unpinned(format!("{name} without a version")),
+    }
+}
+
+fn uv_pin(args: &[String]) -> Pin {
+    const VALUE: &[&str] = &[
+        "--with",
+        "--python",
+        "-p",
+        "--index-url",
+        "--extra-index-url",
+        "--index",
+        "--spec",
+    ];
+    const FLAGS: &[&str] = &[
+        "-q",
+        "--quiet",
+        "--isolated",
+        "--offline",
+        "-v",
+        "--verbose",
+        "-n",
+        "--no-cache",
+    ];
+    let mut it = args.iter();
+    let mut package: Option<&str> = None;
+    while let Some(a) = it.next() {
+        if a == "--from" {
+            match it.next() {
+                Some(p) => package = Some(p),
+                None => return Pin::Unknown("--from without a value".into()),
+            }
+            continue;
+        }
+        if let Some(p) = a.strip_prefix("--from=") {
+            package = Some(p);
+            continue;
+        }
+        if VALUE.contains(&a.as_str()) {
+            it.next();
+            continue;
+        }
+        if a.starts_with('-') {
+            if FLAGS.contains(&a.as_str()) || VALUE.iter().any(|v| a.starts_with(&format!("{v}=")))
+            {
+                continue;
+            }
+            return Pin::Unknown(format!("unknown option {a}"));
+        }
+        if package.is_none() {
+            package = Some(a);
+        }
+        break;
+    }
+    let Some(spec) = package else {
+        return Pin::Unknown("no package named".into());
+    };
+    if let Some((name, v)) = spec.split_once("==") {
+        if exact_version(v)
+            || v.split('.')
+                .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+        {
+            return Pin::Pinned(format!("{name}=={v}"));
+        }
+        return Pin::Unknown(format!("{spec} is not a plain version"));
+    }
+    if let Some((name, v)) = spec.split_once('@') {
+        if exact_version(v) {
+            return Pin::Pinned(format!("{name}@{v}"));
+        }
+        return Pin::Unpinned(format!("{spec} is a tag"));
+    }
+    if spec.contains(['>', '<', '~', '!', '=', '*']) {
+        return Pin::Unpinned(format!("{spec} is a range"));
+    }
+    Pin::Unpinned(format!("{spec} without a version"))
+}
+
+fn docker_pin(args: &[String]) -> Pin {
+    if args.first().map(String::as_str) != Some("run") {
+        return Pin::Unknown("not `docker run`".into());
+    }
+    const VALUE: &[&str] = &[
+        "-e",
+        "--env",
+        "-v",
+        "--volume",
+        "--name",
+        "--network",
+        "--net",
+        "-p",
+        "--publish",
+        "--entrypoint",
+        "-w",
+        "--workdir",
+        "-u",
+        "--user",
+        "--env-file",
+        "--mount",
+        "--platform",
+        "-l",
+        "--label",
+        "--add-host",
+        "--cap-add",
+        "--cap-drop",
+        "-m",
+        "--memory",
+        "--cpus",
+        "--pull",
+        "-h",
+        "--hostname",
+        "--security-opt",
+        "--tmpfs",
+        "--device",
+        "--ulimit",
+        "--log-driver",
+    ];
+    const FLAGS: &[&str] = &[
+        "-i",
+        "-t",
+        "-it",
+        "-ti",
+        "--rm",
+        "-d",
+        "--init",
+        "--interactive",
+        "--tty",
+        "--read-only",
+        "--privileged",
+        "-q",
+        "--quiet",
+    ];
+    let mut it = args.iter().skip(1);
+    while let Some(a) = it.next() {
+        if VALUE.contains(&a.as_str()) {
+            it.next();
+            continue;
+        }
+        if a.starts_with('-') {
+            if FLAGS.contains(&a.as_str()) || (a.starts_with("--") && a.contains('=')) {
+                continue;
+            }
+            if VALUE
+                .iter()
+                .any(|v| a.starts_with(v) && !v.starts_with("--") && a.len() > 2)
+            {
+                // `-eKEY=v` style: a short option with its value attached.
+                continue;
+            }
+            return Pin::Unknown(format!("unknown option {a}"));
+        }
+        return match a.split_once("@sha256:") {
+            Some((_, d)) if d.len() == 64 && d.chars().all(|c| c.is_ascii_hexdigit()) => {
+                Pin::Pinned(a.to_string())
+            }
+            Some(_) => Pin::Unknown(format!("{a} has a malformed digest")),
+            None => Pin::Unpinned(format!("{a} by tag, not digest")),
+        };
+    }
+    Pin::Unknown("no image named".into())
+}
+
+/// Text from a config file made safe for a terminal: control and bidi characters as escapes.
+pub fn printable(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            if c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') {
+                c.escape_unicode().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
+/// Arguments shown on one line: redacted, printable, quoted when they hold spaces.
+pub fn show_command(command: &str, args: &[String]) -> String {
+    let mut parts = vec![shell_word(&printable(command))];
+    parts.extend(redact_args(args).iter().map(|a| shell_word(&printable(a))));
+    parts.join(" ")
+}
+
+fn shell_word(s: &str) -> String {
+    if s.is_empty() || s.contains([' ', '"', '\'', '$', '`', '\\']) {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    } else {
+        s.to_string()
+    }
+}

@@ -1,0 +1,368 @@
+//! Unit tests of `clientconfig`: the JSON reader, span edits, redaction, pinning.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use super::inspect::{Pin, looks_like_token, pin, redact_args, redact_url};
+use super::json::{self, Dialect};
+use super::*;
+
+const JSONC: Dialect = Dialect {
+    comments: true,
+    trailing_commas: true,
+};
+
+fn spec(client: ClientId, format: Format, layout: Layout) -> FileSpec {
+    FileSpec {
+        client,
+        scope: "user",
+        path: PathBuf::from("/h/file"),
+        format,
+        layout,
+    }
+}
+
+fn cursor() -> FileSpec {
+    spec(
+        ClientId::Cursor,
+        Format::Json(Dialect::STRICT),
+        Layout::McpServers,
+    )
+}
+
+fn codex() -> FileSpec {
+    spec(ClientId::Codex, Format::Toml, Layout::CodexToml)
+}
+
+/// Plans and returns the rewritten text (None: nothing to change).
+fn rewrite(spec: &FileSpec, text: &str) -> Option<String> {
+    let entries = entries_of(spec, text).unwrap();
+    let loaded = Loaded {
+        text: text.to_string(),
+        entries,
+    };
+    plan(spec, &loaded, "/opt/hc/holdcall")
+        .unwrap()
+        .map(|p| p.after)
+}
+
+#[test]
+fn the_json_reader_agrees_with_serde_json_on_what_it_accepts() {
+    let text = r#"{"a": [1, -2.5e3, true, null, "x\u00e9\ud83d\ude00\n"], "b": {"c": {}}}"#;
+    let node = json::parse(text, Dialect::STRICT).unwrap();
+    let want: serde_json::Value = serde_json::from_str(text).unwrap();
+    assert_eq!(node.to_value(text), want);
+}
+
+#[test]
+fn spans_point_at_the_values_themselves() {
+    let text = "{ \"k\" : \"v\" , \"n\": [ 1 ] }";
+    let node = json::parse(text, Dialect::STRICT).unwrap();
+    assert_eq!(&text[node.get("k").unwrap().span.clone()], "\"v\"");
+    assert_eq!(&text[node.get("n").unwrap().span.clone()], "[ 1 ]");
+}
+
+#[test]
+fn strict_json_refuses_comments_and_trailing_commas_and_jsonc_reads_them() {
+    for text in ["{\"a\": 1, }", "{\"a\": [1,]}", "// x\n{}", "{/* x */}"] {
+        assert!(json::parse(text, Dialect::STRICT).is_err(), "{text}");
+        assert!(json::parse(text, JSONC).is_ok(), "{text}");
+    }
+}
+
+#[test]
+fn a_repeated_key_is_refused_at_any_depth() {
+    let err = json::parse(r#"{"a": {"b": 1, "b": 2}}"#, Dialect::STRICT).unwrap_err();
+    assert!(err.what.contains("repeated"), "{err}");
+    assert_eq!((err.line, err.col), (1, 16));
+}
+
+#[test]
+fn a_parse_error_says_where_and_never_quotes_the_file() {
+    let text = "{\n  \"env\": {\"K\": \"SECRET-VALUE\" \"x\"}\n}";
+    let err = json::parse(text, Dialect::STRICT).unwrap_err();
+    assert_eq!(err.line, 2);
+    assert!(!err.to_string().contains("SECRET"), "{err}");
+}
+
+#[test]
+fn nesting_past_the_limit_is_refused() {
+    let deep = format!(
+        "{}{}",
+        "[".repeat(limits::JSON_DEPTH_MAX + 1),
+        "]".repeat(limits::JSON_DEPTH_MAX + 1)
+    );
+    assert!(json::parse(&deep, Dialect::STRICT).is_err());
+}
+
+#[test]
+fn lone_surrogates_and_raw_control_characters_are_refused() {
+    assert!(json::parse(r#"["\ud800"]"#, Dialect::STRICT).is_err());
+    assert!(json::parse("[\"a\u{1}b\"]", Dialect::STRICT).is_err());
+}
+
+#[test]
+fn a_missing_args_list_is_added_on_its_own_line_with_the_commands_indentation() {
+    let text = "{\n  \"mcpServers\": {\n    \"x\": {\n      \"command\": \"srv\",\n      \"env\": {}\n    }\n  }\n}\n";
+    let after = rewrite(&cursor(), text).unwrap();
+    assert!(
+        after.contains("      \"command\": \"/opt/hc/holdcall\",\n      \"args\": [\"serve\", \"--connector\", \"x\", \"--client\", \"cursor\", \"--\", \"srv\"],\n      \"env\": {}"),
+        "{after}"
+    );
+}
+
+#[test]
+fn an_empty_args_list_gets_the_serve_prefix_and_the_command() {
+    let text = r#"{"mcpServers":{"x":{"command":"srv","args":[]}}}"#;
+    let after = rewrite(&cursor(), text).unwrap();
+    assert!(
+        after
+            .contains(r#""args":["serve", "--connector", "x", "--client", "cursor", "--", "srv"]"#),
+        "{after}"
+    );
+}
+
+#[test]
+fn the_original_command_keeps_its_own_escapes() {
+    let text = r#"{"mcpServers":{"x":{"command":"/opt/caf\u00e9/srv","args":["a"]}}}"#;
+    let after = rewrite(&cursor(), text).unwrap();
+    assert!(
+        after.contains(r#""--", "/opt/caf\u00e9/srv", "a"]"#),
+        "{after}"
+    );
+}
+
+#[test]
+fn a_routed_or_remote_entry_changes_nothing() {
+    let text = r#"{"mcpServers":{"r":{"command":"/x/holdcall","args":["serve","--connector","r","--","a"]},"h":{"type":"http","url":"https://e/mcp"}}}"#;
+    assert!(rewrite(&cursor(), text).is_none());
+    let entries = entries_of(&cursor(), text).unwrap();
+    assert_eq!(entries[0].state, EntryState::Routed);
+    assert_eq!(entries[0].connector, "r");
+    assert_eq!(entries[0].upstream(), Some(("a".to_string(), vec![])));
+    assert_eq!(entries[1].state, EntryState::Remote);
+}
+
+#[test]
+fn entries_holdcall_cannot_read_are_left_alone() {
+    let text = r#"{"mcpServers":{"a":5,"b":{"args":[]},"c":{"command":""},"d":{"command":"x","args":"y"},"e":{"command":"x","args":[1]}}}"#;
+    let entries = entries_of(&cursor(), text).unwrap();
+    assert!(
+        entries
+            .iter()
+            .all(|e| matches!(e.state, EntryState::Unrecognized(_))),
+        "{entries:?}"
+    );
+    assert!(rewrite(&cursor(), text).is_none());
+}
+
+#[test]
+fn a_file_that_is_not_an_object_or_whose_servers_are_not_an_object_is_refused() {
+    assert!(
+        entries_of(&cursor(), "[]")
+            .unwrap_err()
+            .contains("not the expected shape")
+    );
+    assert!(
+        entries_of(&cursor(), r#"{"mcpServers": 1}"#)
+            .unwrap_err()
+            .contains("mcpServers")
+    );
+}
+
+#[test]
+fn claude_json_reads_only_the_mcp_keys_and_each_project() {
+    let s = spec(
+        ClientId::ClaudeCode,
+        Format::Json(Dialect::STRICT),
+        Layout::ClaudeJson,
+    );
+    let text = r#"{"oauthAccount":{"x":1},"projects":{"/p":{"mcpServers":{"a":{"command":"x"}}},"/q":{"history":[]},"/r":5},"mcpServers":{"b":{"command":"y"}}}"#;
+    let entries = entries_of(&s, text).unwrap();
+    let names: Vec<(&str, &str)> = entries
+        .iter()
+        .map(|e| (e.scope.as_str(), e.name.as_str()))
+        .collect();
+    assert_eq!(names, vec![("user", "b"), ("local /p", "a")]);
+    let after = rewrite(&s, text).unwrap();
+    assert!(after.starts_with(r#"{"oauthAccount":{"x":1},"projects":{"/p":{"mcpServers":{"a":{"command":"/opt/hc/holdcall""#), "{after}");
+}
+
+#[test]
+fn vscode_reads_servers_not_mcp_servers() {
+    let s = spec(ClientId::VsCode, Format::Json(JSONC), Layout::Servers);
+    let text = "{\"servers\": {\"a\": {\"type\": \"stdio\", \"command\": \"x\",},}, \"mcpServers\": {\"b\": {\"command\": \"y\"}}}";
+    let entries = entries_of(&s, text).unwrap();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].name, "a");
+}
+
+#[test]
+fn invalid_connector_names_are_sanitised_and_kept_unique() {
+    assert_eq!(connector_name("fine.name_1"), "fine.name_1");
+    assert_eq!(connector_name("my server"), "my-server");
+    assert_eq!(connector_name("  --x--  "), "x");
+    assert_eq!(connector_name("日本語-notes"), "notes");
+    assert!(connector_name("日本語").starts_with("server-"));
+    let long = "a ".repeat(200);
+    crate::policy::validate_scope_name("connector", &connector_name(&long)).unwrap();
+    let text = r#"{"mcpServers":{"my-server":{"command":"a"},"my server":{"command":"b"}}}"#;
+    let after = rewrite(&cursor(), text).unwrap();
+    let entries = entries_of(&cursor(), &after).unwrap();
+    assert_eq!(entries[0].connector, "my-server");
+    assert!(
+        entries[1].connector.starts_with("my-server-"),
+        "{:?}",
+        entries[1]
+    );
+}
+
+#[test]
+fn codex_tables_keep_comments_and_gain_args_where_they_had_none() {
+    let text = "# top\n[mcp_servers.a] # c\ncommand = 'npx' # runner\nargs = [\n  \"-y\", # yes\n  \"pkg\",\n]\n\n[mcp_servers.b]\ncommand = \"/bin/srv\"\nenv = { K = \"v\" }\n\n[mcp_servers]\nc = { command = \"uvx\" }\n\n[other]\nd.command = \"not a server\"\n";
+    let after = rewrite(&codex(), text).unwrap();
+    assert!(after.starts_with("# top\n[mcp_servers.a] # c\ncommand = \"/opt/hc/holdcall\" # runner\nargs = [\n  \"serve\",\n"), "{after}");
+    assert!(after.contains("  'npx',\n  \"-y\", # yes\n"), "{after}");
+    assert!(after.contains("command = \"/opt/hc/holdcall\"\nargs = [\"serve\", \"--connector\", \"b\", \"--client\", \"codex\", \"--\", \"/bin/srv\"]\nenv = { K = \"v\" }"), "{after}");
+    assert!(after.contains("c = { command = \"/opt/hc/holdcall\", args = [\"serve\", \"--connector\", \"c\", \"--client\", \"codex\", \"--\", \"uvx\"] }"), "{after}");
+    assert!(
+        after.ends_with("[other]\nd.command = \"not a server\"\n"),
+        "{after}"
+    );
+}
+
+#[test]
+fn codex_dotted_keys_get_a_dotted_args_key() {
+    let text = "[mcp_servers]\nx.command = \"srv\"\nx.env = { A = \"1\" }\n";
+    let after = rewrite(&codex(), text).unwrap();
+    assert!(
+        after.contains("x.command = \"/opt/hc/holdcall\"\nx.args = [\"serve\","),
+        "{after}"
+    );
+}
+
+#[test]
+fn codex_shape_errors_never_quote_a_value() {
+    let err = entries_of(&codex(), "[mcp_servers]\nx = \"SECRET-VALUE\"\n").unwrap_err();
+    assert!(
+        err.contains("mcp_servers.x") && !err.contains("SECRET"),
+        "{err}"
+    );
+    let err = entries_of(&codex(), "a = \"SECRET-VALUE\n").unwrap_err();
+    assert!(
+        err.contains("not valid TOML") && !err.contains("SECRET"),
+        "{err}"
+    );
+}
+
+#[test]
+fn secret_arguments_are_masked_and_ordinary_ones_kept() {
+    let args: Vec<String> = [
+        "-y",
+        "@modelcontextprotocol/server-filesystem",
+        "/home/me/Documents",
+        "--api-key=abc",
+        "--token",
+        "abc",
+        "API_KEY=abc",
+        "Authorization: Bearer abc",
+        "ghp_0123456789abcdefghijABCDEFGHIJ",
+        "https://me:pw@h.example/x?token=abc&q=1",
+        "--port",
+        "8080",
+        "--local-timezone=Europe/Paris",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let r = redact_args(&args);
+    assert_eq!(
+        r,
+        vec![
+            "-y",
+            "@modelcontextprotocol/server-filesystem",
+            "/home/me/Documents",
+            "--api-key=••••",
+            "--token",
+            "••••",
+            "API_KEY=••••",
+            "Authorization: Bearer ••••",
+            "••••",
+            "https://••••@h.example/x?token=••••&q=1",
+            "--port",
+            "8080",
+            "--local-timezone=Europe/Paris",
+        ]
+    );
+}
+
+#[test]
+fn token_shapes_are_told_from_packages_and_paths() {
+    assert!(looks_like_token("sk-proj-a1B2c3D4e5F6g7H8"));
+    assert!(looks_like_token("a1B2c3D4e5F6g7H8i9J0kLmNoP"));
+    assert!(!looks_like_token("@modelcontextprotocol/server-memory"));
+    assert!(!looks_like_token("mcp-server-time"));
+    assert!(!looks_like_token("/usr/local/bin/some-long-binary-name"));
+    assert_eq!(
+        redact_url("https://h/p?X-Api-Key=1&page=2"),
+        "https://h/p?X-Api-Key=••••&page=2"
+    );
+    assert_eq!(
+        redact_url("https://h/p?%74oken=1"),
+        "https://h/p?%74oken=••••"
+    );
+}
+
+fn s(v: &[&str]) -> Vec<String> {
+    v.iter().map(|x| x.to_string()).collect()
+}
+
+#[test]
+fn pinned_means_an_exact_version_a_digest_or_a_local_path() {
+    let digest = format!("img@sha256:{}", "a".repeat(64));
+    let cases: Vec<(&str, Vec<String>, &str)> = vec![
+        ("npx", s(&["-y", "pkg@1.2.3"]), "pinned"),
+        ("npx", s(&["-y", "@scope/pkg@1.2.3-beta.1"]), "pinned"),
+        ("npx", s(&["-y", "@scope/pkg"]), "unpinned"),
+        ("npx", s(&["pkg@^1.2.0"]), "unpinned"),
+        ("npx", s(&["pkg@latest"]), "unpinned"),
+        ("npx", s(&["--weird", "pkg@1.2.3"]), "unknown"),
+        ("npx", s(&["-p", "pkg@1.0.0", "bin"]), "pinned"),
+        ("/usr/bin/npx", s(&["pkg@1.0.0"]), "pinned"),
+        ("uvx", s(&["pkg==1.2.3"]), "pinned"),
+        ("uvx", s(&["--from", "pkg==1.2.3", "cmd"]), "pinned"),
+        ("uvx", s(&["pkg>=1.2"]), "unpinned"),
+        ("uvx", s(&["pkg"]), "unpinned"),
+        ("uvx", s(&["--frobnicate", "pkg==1.0.0"]), "unknown"),
+        ("uvx", s(&[]), "unknown"),
+        (
+            "docker",
+            s(&["run", "-i", "--rm", "-e", "K", &digest]),
+            "pinned",
+        ),
+        ("docker", s(&["run", "-i", "img:1.0"]), "unpinned"),
+        ("docker", s(&["run", "--mystery", "img"]), "unknown"),
+        ("docker", s(&["pull", "img"]), "unknown"),
+        ("/opt/srv/bin/server", s(&["--x"]), "pinned"),
+        ("node", s(&["/opt/s/index.js"]), "pinned"),
+        ("node", s(&["index.js"]), "unknown"),
+        ("some-binary", s(&[]), "unknown"),
+    ];
+    for (cmd, args, want) in cases {
+        let got = pin(cmd, &args);
+        assert_eq!(got.label(), want, "{cmd} {args:?}: {got:?}");
+    }
+    assert!(matches!(pin("npx", &s(&["pkg@1.2"])), Pin::Unpinned(_)));
+}
+
+#[test]
+fn a_codex_layout_holdcall_cannot_extend_is_left_whole() {
+    // A quoted key and no args: holdcall cannot tell where a new key would go, so it changes
+    // neither the command nor anything else, and says so in the dry run.
+    let text = "[mcp_servers.q]\n\"command\" = \"srv\"\n";
+    assert!(rewrite(&codex(), text).is_none());
+}

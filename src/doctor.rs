@@ -1,0 +1,497 @@
+//! `holdcall doctor`: one check per thing that must be right for calls to flow through Holdcall,
+//! each OK, WARN or FAIL with a one-line remedy.
+//!
+//! Owns: the checks, as a list of functions of one signature (`CHECKS`), so a new check is one
+//! function added to the list. Must never: start the daemon (it only probes the socket and
+//! talks to a verified daemon), write anything (the journal is opened read-only, client files
+//! are only read), or print an environment value.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::clientconfig::{self, EntryState, FileState, Places, backup::Backups};
+use crate::config::{Config, Home};
+use crate::journal::{ChainState, Reader};
+use crate::limits;
+use crate::wire::{self, Probe, Request, Response};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Status {
+    Ok,
+    Warn,
+    Fail,
+}
+
+impl Status {
+    pub fn tag(self) -> &'static str {
+        match self {
+            Status::Ok => "OK  ",
+            Status::Warn => "WARN",
+            Status::Fail => "FAIL",
+        }
+    }
+}
+
+/// One line of the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub check: String,
+    pub status: Status,
+    pub message: String,
+    /// What to do; none when all is well.
+    pub remedy: Option<String>,
+}
+
+fn check(name: &str, status: Status, message: String, remedy: Option<&str>) -> Check {
+    Check {
+        check: name.to_string(),
+        status,
+        message,
+        remedy: remedy.map(str::to_string),
+    }
+}
+
+/// What every check may look at.
+pub struct Ctx {
+    pub home: Result<Home, String>,
+    pub places: Result<Places, String>,
+    pub exe: Option<PathBuf>,
+}
+
+impl Ctx {
+    pub fn from_env() -> Ctx {
+        Ctx {
+            home: Home::from_env().map_err(|e| e.to_string()),
+            places: Places::from_env().map_err(|e| e.to_string()),
+            exe: std::env::current_exe()
+                .ok()
+                .map(|p| std::fs::canonicalize(&p).unwrap_or(p)),
+        }
+    }
+}
+
+/// A check: what it found, as zero or more lines.
+pub type CheckFn = fn(&Ctx) -> Vec<Check>;
+
+/// The checks, in the order they print. Still to come when agents and credentials land
+/// (issue 5): `credential_store` (the OS store answers), `enrolments` (each current or stale,
+/// with the `holdcall agent add` remedy), `connectors` (each connector's command exists).
+pub const CHECKS: &[CheckFn] = &[binary, config_toml, daemon, journal, policy, clients];
+
+/// Runs every check.
+pub fn run(ctx: &Ctx) -> Vec<Check> {
+    CHECKS.iter().flat_map(|c| c(ctx)).collect()
+}
+
+/// 1 when any check failed, else 0.
+pub fn exit_code(checks: &[Check]) -> i32 {
+    if checks.iter().any(|c| c.status == Status::Fail) {
+        1
+    } else {
+        0
+    }
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// The holdcall on PATH is this one.
+pub fn binary(ctx: &Ctx) -> Vec<Check> {
+    let name = "holdcall binary";
+    let me = ctx
+        .exe
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "this holdcall".into());
+    let found = on_path("holdcall");
+    let line = match found {
+        None => check(
+            name,
+            Status::Warn,
+            format!("no holdcall on PATH (this one is {me})"),
+            Some(
+                "add its directory to PATH to type `holdcall`; routed clients use its full path and work without",
+            ),
+        ),
+        Some(p) => {
+            let resolved = std::fs::canonicalize(&p).unwrap_or(p.clone());
+            if Some(&resolved) == ctx.exe.as_ref() {
+                check(
+                    name,
+                    Status::Ok,
+                    format!("{} is this holdcall", p.display()),
+                    None,
+                )
+            } else {
+                check(
+                    name,
+                    Status::Warn,
+                    format!("PATH finds {}, not this holdcall ({me})", p.display()),
+                    Some("put one holdcall first on PATH, or remove the other copy"),
+                )
+            }
+        }
+    };
+    vec![line]
+}
+
+pub fn config_toml(ctx: &Ctx) -> Vec<Check> {
+    let name = "config.toml";
+    let home = match &ctx.home {
+        Ok(h) => h,
+        Err(e) => {
+            return vec![check(
+                name,
+                Status::Fail,
+                e.clone(),
+                Some("set HOLDCALL_HOME or HOME"),
+            )];
+        }
+    };
+    vec![match Config::load(home) {
+        Ok(_) if home.config_path().exists() => check(
+            name,
+            Status::Ok,
+            format!("{} reads", home.config_path().display()),
+            None,
+        ),
+        Ok(_) => check(name, Status::Ok, "none (the defaults apply)".into(), None),
+        Err(e) => check(
+            name,
+            Status::Fail,
+            e.to_string(),
+            Some("fix or remove the key it names; every command refuses to run until then"),
+        ),
+    }]
+}
+
+/// The daemon answers, is verified and is this build. Probes only: never starts one.
+pub fn daemon(ctx: &Ctx) -> Vec<Check> {
+    let name = "daemon";
+    let Ok(home) = &ctx.home else {
+        return Vec::new();
+    };
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return vec![check(
+            name,
+            Status::Fail,
+            "cannot start an async runtime".into(),
+            None,
+        )];
+    };
+    let line = rt.block_on(async {
+        match wire::probe(home).await {
+            Probe::NotRunning => check(
+                name,
+                Status::Warn,
+                "not running (the first relay starts it)".into(),
+                Some("run `holdcall daemon start` to start it now"),
+            ),
+            Probe::Other(v) => {
+                let older = matches!(
+                    v,
+                    crate::peer::Verdict::OtherProgram {
+                        older_build: true,
+                        ..
+                    }
+                );
+                if older {
+                    check(
+                        name,
+                        Status::Fail,
+                        "an older build of holdcall is running; relays of this build refuse it"
+                            .into(),
+                        Some("run `holdcall daemon restart`"),
+                    )
+                } else {
+                    check(
+                        name,
+                        Status::Fail,
+                        v.describe("the process on the socket"),
+                        Some(
+                            "stop that process; holdcall never talks to a daemon it cannot verify",
+                        ),
+                    )
+                }
+            }
+            Probe::Ours(mut conn) => {
+                match conn
+                    .call(&Request::Status, limits::CLI_REQUEST_TIMEOUT)
+                    .await
+                {
+                    Ok(Response::Status { pid, version, .. }) => check(
+                        name,
+                        Status::Ok,
+                        format!(
+                            "running (pid {pid}, version {version}), verified as this build at {}",
+                            home.socket_path().display()
+                        ),
+                        None,
+                    ),
+                    _ => check(
+                        name,
+                        Status::Fail,
+                        "verified but not answering".into(),
+                        Some("run `holdcall daemon restart`; see daemon.log in the holdcall home"),
+                    ),
+                }
+            }
+        }
+    });
+    vec![line]
+}
+
+fn machine_id(home: &Home) -> Option<String> {
+    std::fs::read_to_string(home.machine_id_path())
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// The journal verifies, read-only, as `holdcall verify` does.
+pub fn journal(ctx: &Ctx) -> Vec<Check> {
+    let name = "journal";
+    let Ok(home) = &ctx.home else {
+        return Vec::new();
+    };
+    if !home.db_path().exists() {
+        return vec![check(
+            name,
+            Status::Warn,
+            "nothing recorded yet".into(),
+            Some("it is created when the daemon first starts"),
+        )];
+    }
+    let line = match Reader::open(&home.db_path())
+        .and_then(|r| r.verify(machine_id(home).as_deref(), None))
+    {
+        Err(e) => check(
+            name,
+            Status::Fail,
+            e.to_string(),
+            Some("run `holdcall verify` for the details"),
+        ),
+        Ok(rep) => match rep.state {
+            ChainState::Broken => check(
+                name,
+                Status::Fail,
+                format!("fails verification ({} problem(s))", rep.problems.len()),
+                Some("run `holdcall verify` to see which entries"),
+            ),
+            ChainState::Partial => check(
+                name,
+                Status::Warn,
+                format!(
+                    "{} entries link up, but the machine id is missing",
+                    rep.entries
+                ),
+                Some("restore the machine-id file from a backup of the holdcall home"),
+            ),
+            ChainState::Empty => check(name, Status::Ok, "empty".into(), None),
+            _ => check(
+                name,
+                Status::Ok,
+                format!("{} entries, every link and hash checks", rep.entries),
+                None,
+            ),
+        },
+    };
+    vec![line]
+}
+
+/// The stored policy compiles; how many rules.
+pub fn policy(ctx: &Ctx) -> Vec<Check> {
+    let name = "policy";
+    let Ok(home) = &ctx.home else {
+        return Vec::new();
+    };
+    if !home.db_path().exists() {
+        return vec![check(
+            name,
+            Status::Ok,
+            "no rules yet: every call is allowed".into(),
+            None,
+        )];
+    }
+    let rows = match Reader::open(&home.db_path()).and_then(|r| r.policies()) {
+        Ok(r) => r,
+        Err(e) => {
+            return vec![check(
+                name,
+                Status::Fail,
+                e.to_string(),
+                Some("run `holdcall verify`"),
+            )];
+        }
+    };
+    let stored: Vec<crate::policy::StoredPolicy> = rows
+        .iter()
+        .map(|r| crate::policy::StoredPolicy {
+            seq: r.seq,
+            id: r.id.clone(),
+            text: r.text.clone(),
+        })
+        .collect();
+    vec![match crate::policy::PolicySet::compile(&stored) {
+        Ok(set) => check(
+            name,
+            Status::Ok,
+            format!("{} rule(s) compile", set.info().len()),
+            None,
+        ),
+        Err(e) => check(
+            name,
+            Status::Fail,
+            format!("the stored policy does not compile: {e}"),
+            Some("run `holdcall policy list` and remove the rule it names"),
+        ),
+    }]
+}
+
+/// Each client file: every stdio server routed, or which are not (and which holdcall routed
+/// once and the client has since rewritten).
+pub fn clients(ctx: &Ctx) -> Vec<Check> {
+    let places = match &ctx.places {
+        Ok(p) => p,
+        Err(e) => return vec![check("clients", Status::Warn, e.clone(), Some("set HOME"))],
+    };
+    let backups = ctx.home.as_ref().ok().map(Backups::of);
+    let mut out = Vec::new();
+    for spec in places.files() {
+        let name = format!("{} {}", spec.client.id(), spec.scope);
+        let path = spec.path.display();
+        let loaded = match clientconfig::load(&spec) {
+            FileState::Missing => continue,
+            FileState::Refused(reason) => {
+                out.push(check(
+                    &name,
+                    Status::Warn,
+                    format!("{path}: {reason}"),
+                    Some("fix the file so its client can read it, then run `holdcall init`"),
+                ));
+                continue;
+            }
+            FileState::Read(l) => l,
+        };
+        out.extend(client_lines(
+            &name,
+            &spec.path,
+            &loaded.entries,
+            backups.as_ref(),
+        ));
+    }
+    if out.is_empty() {
+        out.push(check(
+            "clients",
+            Status::Ok,
+            "no MCP client config files found in the usual places".into(),
+            None,
+        ));
+    }
+    out
+}
+
+fn names(v: &[&clientconfig::Entry]) -> String {
+    v.iter()
+        .map(|e| clientconfig::inspect::printable(&e.name))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn client_lines(
+    name: &str,
+    path: &Path,
+    entries: &[clientconfig::Entry],
+    backups: Option<&Backups>,
+) -> Vec<Check> {
+    let shown = path.display();
+    let by = |s: &dyn Fn(&EntryState) -> bool| {
+        entries.iter().filter(|e| s(&e.state)).collect::<Vec<_>>()
+    };
+    let routed = by(&|s| *s == EntryState::Routed);
+    let unrouted = by(&|s| *s == EntryState::NotRouted);
+    let remote = by(&|s| *s == EntryState::Remote);
+    let ours = backups.map(|b| b.routed_by_us(path)).unwrap_or_default();
+    let dropped: Vec<&clientconfig::Entry> = unrouted
+        .iter()
+        .copied()
+        .filter(|e| ours.contains(&(e.group.clone(), e.name.clone())))
+        .collect();
+    let missing_binary: Vec<&clientconfig::Entry> = routed
+        .iter()
+        .copied()
+        .filter(|e| {
+            e.command
+                .as_deref()
+                .is_some_and(|c| c.starts_with('/') && !Path::new(c).exists())
+        })
+        .collect();
+    let mut out = Vec::new();
+    if !dropped.is_empty() {
+        out.push(check(
+            name,
+            Status::Warn,
+            format!(
+                "{shown}: {} server(s) holdcall routed are no longer routed ({}); the client rewrote the file",
+                dropped.len(),
+                names(&dropped)
+            ),
+            Some("run `holdcall init --write` again"),
+        ));
+    }
+    let fresh: Vec<&clientconfig::Entry> = unrouted
+        .iter()
+        .copied()
+        .filter(|e| !dropped.iter().any(|d| std::ptr::eq(*d, *e)))
+        .collect();
+    if !fresh.is_empty() {
+        out.push(check(
+            name,
+            Status::Warn,
+            format!(
+                "{shown}: {} of {} stdio server(s) not routed ({})",
+                fresh.len(),
+                routed.len() + unrouted.len(),
+                names(&fresh)
+            ),
+            Some("run `holdcall init` to see the change, then `holdcall init --write`"),
+        ));
+    }
+    if !missing_binary.is_empty() {
+        out.push(check(
+            name,
+            Status::Warn,
+            format!(
+                "{shown}: {} routed server(s) name a holdcall that does not exist ({})",
+                missing_binary.len(),
+                names(&missing_binary)
+            ),
+            Some("reinstall holdcall at that path, or change their command to this holdcall"),
+        ));
+    }
+    if out.is_empty() {
+        out.push(check(
+            name,
+            Status::Ok,
+            format!(
+                "{shown}: {} stdio server(s) routed, {} remote left alone",
+                routed.len(),
+                remote.len()
+            ),
+            None,
+        ));
+    }
+    out
+}
