@@ -306,11 +306,13 @@ pub enum Kind {
     Anomaly,
     PolicyChange,
     DaemonStart,
+    /// The final word on a held call: approved or rejected, and why (`approval::Cause`).
+    CallApproval,
 }
 
 impl Kind {
     /// Every kind, in documentation order.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::SessionStart,
         Kind::CallRequest,
         Kind::CallOutcome,
@@ -318,6 +320,7 @@ impl Kind {
         Kind::Anomaly,
         Kind::PolicyChange,
         Kind::DaemonStart,
+        Kind::CallApproval,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -329,6 +332,7 @@ impl Kind {
             Kind::Anomaly => "anomaly",
             Kind::PolicyChange => "policy.change",
             Kind::DaemonStart => "daemon.start",
+            Kind::CallApproval => "call.approval",
         }
     }
 
