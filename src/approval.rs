@@ -144,6 +144,14 @@ impl Registry {
         Ok(())
     }
 
+    /// True when no more calls can be held (`limits::HELD_CALLS_MAX`).
+    pub fn is_full(&self) -> bool {
+        self.holds
+            .lock()
+            .map(|h| h.len() >= limits::HELD_CALLS_MAX)
+            .unwrap_or(true)
+    }
+
     /// Sets the timer of a hold still held.
     pub fn set_timer(&self, id: &str, timer: AbortHandle) {
         match self.holds.lock() {
@@ -313,7 +321,10 @@ pub fn check_reason(reason: &str) -> Result<(), String> {
 
 /// A hold id as `holdcall approve ID` takes it: 12 lowercase hex characters.
 pub fn valid_hold_id(id: &str) -> bool {
-    id.len() == 12 && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    id.len() == 12
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// One held call as a person reads it before deciding: who, what, how long is left, and the
@@ -385,15 +396,29 @@ mod tests {
     #[test]
     fn controls_whitespace_other_than_space_and_del_are_escapes() {
         assert_eq!(visible("a\tb\nc\rd"), "a\\u{9}b\\u{a}c\\u{d}d");
-        assert_eq!(visible("\u{0}\u{1b}[2J\u{7f}\u{85}"), "\\u{0}\\u{1b}[2J\\u{7f}\\u{85}");
+        assert_eq!(
+            visible("\u{0}\u{1b}[2J\u{7f}\u{85}"),
+            "\\u{0}\\u{1b}[2J\\u{7f}\\u{85}"
+        );
         assert_eq!(visible("a\u{a0}b\u{3000}c"), "a\\u{a0}b\\u{3000}c");
     }
 
     #[test]
     fn bidi_overrides_isolates_zero_widths_and_tags_are_escapes() {
         for c in [
-            '\u{202a}', '\u{202e}', '\u{2066}', '\u{2069}', '\u{200b}', '\u{200f}', '\u{feff}',
-            '\u{2028}', '\u{2029}', '\u{e0041}', '\u{e007f}', '\u{ad}', '\u{2060}',
+            '\u{202a}',
+            '\u{202e}',
+            '\u{2066}',
+            '\u{2069}',
+            '\u{200b}',
+            '\u{200f}',
+            '\u{feff}',
+            '\u{2028}',
+            '\u{2029}',
+            '\u{e0041}',
+            '\u{e007f}',
+            '\u{ad}',
+            '\u{2060}',
         ] {
             let shown = visible(&format!("x{c}y"));
             assert_eq!(shown, format!("x\\u{{{:x}}}y", c as u32));

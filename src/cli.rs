@@ -1204,10 +1204,7 @@ fn log_line(e: &Entry) -> String {
 /// Why a held call ended as it did, in words: a person (with their reason), a timeout, the
 /// session ending, the connection dropping, or arguments nobody could be shown.
 fn approval_detail(f: &journal::Fields) -> String {
-    let cause = f
-        .reason
-        .as_deref()
-        .and_then(crate::approval::Cause::parse);
+    let cause = f.reason.as_deref().and_then(crate::approval::Cause::parse);
     let why = match (f.decision.as_deref(), cause) {
         (Some("approved"), Some(crate::approval::Cause::Person)) => "approved by a person".into(),
         (_, Some(crate::approval::Cause::Person)) => match &f.detail {

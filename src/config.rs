@@ -251,9 +251,11 @@ pub fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(text.len());
     let (number, unit) = text.split_at(unit_at);
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("approval timeout {text:?} is not a whole number with a unit (s, m or h), like \"2m\""))?;
+    let n: u64 = number.parse().map_err(|_| {
+        format!(
+            "approval timeout {text:?} is not a whole number with a unit (s, m or h), like \"2m\""
+        )
+    })?;
     let secs = match unit {
         "s" => Some(n),
         "m" => n.checked_mul(60),
@@ -371,7 +373,10 @@ mod tests {
         let c = parse("[approval]\ntimeout = \"1s\"\n").unwrap();
         assert_eq!(c.approval.timeout, std::time::Duration::from_secs(1));
         assert_eq!(parse_timeout("90s"), Ok(std::time::Duration::from_secs(90)));
-        assert_eq!(parse_timeout("1h"), Ok(std::time::Duration::from_secs(3600)));
+        assert_eq!(
+            parse_timeout("1h"),
+            Ok(std::time::Duration::from_secs(3600))
+        );
     }
 
     #[test]

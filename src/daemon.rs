@@ -471,7 +471,14 @@ async fn serve_conn(state: Arc<State>, stream: UnixStream, conn: u64) {
     // Calls this connection's relay was waiting on can no longer be forwarded: each is
     // rejected and journaled with the reason.
     for hold in state.approvals.take_where(|h| h.conn == conn) {
-        let _ = settle(&state, hold, Release::Rejected, Cause::ConnectionDropped, None).await;
+        let _ = settle(
+            &state,
+            hold,
+            Release::Rejected,
+            Cause::ConnectionDropped,
+            None,
+        )
+        .await;
     }
     drop(ctx);
     let _ = tokio::time::timeout(limits::SERVER_STOP_GRACE, writer).await;
@@ -715,12 +722,7 @@ struct AskedCall {
 
 /// A person's word from `holdcall approve ID` / `holdcall reject ID`. Only the first word on a
 /// hold counts: the hold is taken out of the registry before anything else happens.
-async fn decide_held(
-    state: &State,
-    id: String,
-    approve: bool,
-    reason: Option<String>,
-) -> Next {
+async fn decide_held(state: &State, id: String, approve: bool, reason: Option<String>) -> Next {
     if let Some(r) = &reason
         && let Err(e) = approval::check_reason(r)
     {
@@ -848,6 +850,12 @@ async fn hold_call(
             hold: None,
         })
     };
+    if state.approvals.is_full() {
+        return undecided(format!(
+            "{} calls are held for a person already; this one cannot be held too",
+            limits::HELD_CALLS_MAX
+        ));
+    }
     let Ok(id) = approval::new_hold_id() else {
         return undecided("no random hold id could be drawn".into());
     };
@@ -888,7 +896,14 @@ async fn hold_call(
         timer: None,
     };
     if call.arguments_omitted {
-        let _ = settle(state, hold, Release::Rejected, Cause::ArgumentsUnknown, None).await;
+        let _ = settle(
+            state,
+            hold,
+            Release::Rejected,
+            Cause::ArgumentsUnknown,
+            None,
+        )
+        .await;
         return Next::Sent;
     }
     let (session_id, seq, digest, push) = (
@@ -898,6 +913,8 @@ async fn hold_call(
         hold.push.clone(),
     );
     if state.approvals.insert(hold).is_err() {
+        // Filled up since the check above (another connection held a call meanwhile): no word
+        // can be given, so the call is refused as undecided.
         let word = Response::Released {
             session_id,
             seq,

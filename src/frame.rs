@@ -34,8 +34,7 @@ pub const DENIED_UNREADABLE: &str = "Holdcall refused this call: its tool name c
 
 /// Refusal text for a held call a person rejected. The person's own reason, if any, follows
 /// it (see [`person_rejected`]).
-pub const DENIED_BY_PERSON: &str =
-    "Holdcall refused this call: a person looked at it and rejected it. Do not retry automatically.";
+pub const DENIED_BY_PERSON: &str = "Holdcall refused this call: a person looked at it and rejected it. Do not retry automatically.";
 
 /// Refusal text for a held call nobody approved or rejected within the approval timeout.
 pub const DENIED_APPROVAL_TIMEOUT: &str = "Holdcall refused this call: it needed a person's \

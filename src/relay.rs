@@ -19,10 +19,10 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::approval::Cause;
 use crate::config::Home;
 use crate::frame::{self, Anomaly, ClientFrame, Dialect};
 use crate::limits;
-use crate::approval::Cause;
 use crate::wire::{self, LineRead, Release, Request, Response, Verdict, WireError};
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
@@ -142,9 +142,7 @@ impl Link {
                     else => break,
                 };
                 let result = match writer.as_mut() {
-                    Some(w) if !d.load(Ordering::SeqCst) => {
-                        exchange(w, &mut answer_rx, &req).await
-                    }
+                    Some(w) if !d.load(Ordering::SeqCst) => exchange(w, &mut answer_rx, &req).await,
                     _ => Err(WireError::Closed),
                 };
                 if let Err(e) = &result {
@@ -301,7 +299,16 @@ async fn read_daemon(
                 verdict,
                 cause,
                 reason,
-            }) => route_word(&held, &session_id, &s, seq, &args_digest, verdict, &cause, reason),
+            }) => route_word(
+                &held,
+                &session_id,
+                &s,
+                seq,
+                &args_digest,
+                verdict,
+                &cause,
+                reason,
+            ),
             Ok(answer) => answers.send(answer).await.is_ok(),
             Err(_) => false,
         };
@@ -822,7 +829,15 @@ impl ClientPump {
     /// word while the pump goes back to the client at once. Approved, the original bytes go to
     /// the server; anything else, or no word within the approval timeout and a margin, refuses
     /// it.
-    fn hold(&mut self, line: &[u8], id: Option<Vec<u8>>, word: oneshot::Receiver<Word>, timeout_ms: Option<u64>, requested: Option<String>, seq: i64) {
+    fn hold(
+        &mut self,
+        line: &[u8],
+        id: Option<Vec<u8>>,
+        word: oneshot::Receiver<Word>,
+        timeout_ms: Option<u64>,
+        requested: Option<String>,
+        seq: i64,
+    ) {
         if let (Some(id), Ok(mut ids)) = (&id, self.held_ids.lock()) {
             ids.insert(id.clone());
         }
@@ -885,11 +900,7 @@ impl ClientPump {
             return true;
         }
         if let Some(id) = &id {
-            let held = self
-                .held_ids
-                .lock()
-                .map(|h| h.contains(id))
-                .unwrap_or(true);
+            let held = self.held_ids.lock().map(|h| h.contains(id)).unwrap_or(true);
             let duplicate = held
                 || self
                     .in_flight
@@ -1037,6 +1048,148 @@ mod tests {
         assert_eq!(
             verdict_of(decision("s", 3, Verdict::Undecided), "s", 3),
             (Verdict::Undecided, true)
+        );
+    }
+
+    fn waiting(seq: i64, digest: &str) -> (HeldWaits, oneshot::Receiver<Word>) {
+        let held: HeldWaits = Arc::new(Mutex::new(HashMap::new()));
+        let (tx, rx) = oneshot::channel();
+        held.lock().unwrap().insert(
+            seq,
+            Waiting {
+                digest: digest.into(),
+                tx,
+            },
+        );
+        (held, rx)
+    }
+
+    #[test]
+    fn a_word_naming_this_session_the_held_call_and_its_digest_releases_it() {
+        let (held, mut rx) = waiting(2, "d");
+        assert!(route_word(
+            &held,
+            "s",
+            "s",
+            2,
+            "d",
+            Release::Approved,
+            "person",
+            None
+        ));
+        assert_eq!(rx.try_recv().unwrap(), Word::Approved);
+    }
+
+    #[test]
+    fn a_word_with_another_digest_refuses_the_call_it_names() {
+        let (held, mut rx) = waiting(2, "d");
+        assert!(route_word(
+            &held,
+            "s",
+            "s",
+            2,
+            "e",
+            Release::Approved,
+            "person",
+            None
+        ));
+        assert!(rx.try_recv().is_err(), "no word: the call is refused");
+        assert!(held.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_word_for_another_session_or_a_call_not_held_poisons_the_link() {
+        let (held, _rx) = waiting(2, "d");
+        assert!(!route_word(
+            &held,
+            "s",
+            "t",
+            2,
+            "d",
+            Release::Approved,
+            "person",
+            None
+        ));
+        assert!(!route_word(
+            &held,
+            "s",
+            "s",
+            3,
+            "d",
+            Release::Approved,
+            "person",
+            None
+        ));
+    }
+
+    #[test]
+    fn each_cause_gets_its_own_refusal_and_an_approval_not_by_a_person_is_no_decision() {
+        let cases = [
+            (Release::Rejected, "person", Some("no"), "Their reason: no"),
+            (Release::Rejected, "timeout", None, "nobody decided in time"),
+            (Release::Rejected, "session-ended", None, "session ended"),
+            (
+                Release::Rejected,
+                "connection-dropped",
+                None,
+                "session ended",
+            ),
+            (
+                Release::Rejected,
+                "arguments-unknown",
+                None,
+                "too large to show",
+            ),
+            (
+                Release::Undecided,
+                "person",
+                None,
+                "could not get a decision",
+            ),
+            (
+                Release::Approved,
+                "timeout",
+                None,
+                "could not get a decision",
+            ),
+            (Release::Rejected, "whim", None, "could not get a decision"),
+        ];
+        for (verdict, cause, reason, text) in cases {
+            let (held, mut rx) = waiting(1, "d");
+            assert!(route_word(
+                &held,
+                "s",
+                "s",
+                1,
+                "d",
+                verdict,
+                cause,
+                reason.map(String::from)
+            ));
+            match rx.try_recv().unwrap() {
+                Word::Refused(t) => assert!(t.contains(text), "{cause}: {t}"),
+                Word::Approved => panic!("{cause} approved"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_held_answer_without_its_hold_is_no_decision() {
+        assert_eq!(
+            verdict_of(decision("s", 3, Verdict::Held), "s", 3),
+            (Verdict::Undecided, false)
+        );
+    }
+
+    #[test]
+    fn the_wait_for_a_word_is_bounded_by_the_longest_timeout_plus_the_margin() {
+        assert_eq!(
+            word_wait(Some(1000)),
+            std::time::Duration::from_secs(1) + limits::APPROVAL_RELAY_MARGIN
+        );
+        assert_eq!(
+            word_wait(Some(u64::MAX)),
+            limits::APPROVAL_TIMEOUT_MAX + limits::APPROVAL_RELAY_MARGIN
         );
     }
 

@@ -120,7 +120,10 @@ fn a_held_call_is_shown_with_its_exact_arguments_and_once_approved_the_server_ge
         "{listing}"
     );
     assert!(listing.contains(&format!("held call {id}")), "{listing}");
-    assert!(!listing.contains('\u{202e}'), "the override reached the terminal");
+    assert!(
+        !listing.contains('\u{202e}'),
+        "the override reached the terminal"
+    );
     assert!(!listing.contains('\t'), "the tab reached the terminal");
 
     let said = env.ok(&["approve", &id]);
@@ -148,7 +151,11 @@ fn a_rejected_call_gets_the_person_rejected_error_and_is_journaled_before_the_cl
     let watch = Watch::start(&env);
     let mut r = env.relay("demo");
     r.handshake();
-    r.send(&call("8", "delete_file", r#"{"path":"/home/me/notes.txt"}"#));
+    r.send(&call(
+        "8",
+        "delete_file",
+        r#"{"path":"/home/me/notes.txt"}"#,
+    ));
     let id = watch.next()["id"].as_str().unwrap().to_string();
     env.ok(&["reject", &id, "--reason", "use the trash folder instead"]);
     let a = answer(&mut r, 8);
@@ -186,10 +193,7 @@ fn a_call_nobody_decides_in_time_gets_the_nobody_decided_error_journaled_first()
     r.send(&call("3", "echo", r#"{"text":"anyone?"}"#));
     let a = answer(&mut r, 3);
     let entry = approvals(&env).pop().expect("journaled before the answer");
-    assert!(
-        refusal_text(&a).contains("nobody decided in time"),
-        "{a}"
-    );
+    assert!(refusal_text(&a).contains("nobody decided in time"), "{a}");
     assert_eq!(entry["decision"], "rejected");
     assert_eq!(entry["reason"], "timeout");
     r.finish();
@@ -418,4 +422,34 @@ fn the_log_tells_a_rule_refusal_a_person_and_a_timeout_apart() {
     assert!(line_of("seq 1 ").contains("deny"));
     assert!(line_of("seq 2 rejected by a person").contains("call.approval"));
     assert!(line_of("seq 3 rejected: nobody decided in time").contains("rejected"));
+}
+
+#[test]
+fn a_word_that_cannot_be_journaled_refuses_the_call_and_tells_the_person() {
+    let env = Env::new();
+    env.ok(&["policy", "ask", "echo"]);
+    let watch = Watch::start(&env);
+    let mut r = env.relay("demo");
+    r.handshake();
+    r.send(&call("1", "echo", r#"{"text":"unrecorded"}"#));
+    let held = watch.next();
+    let db = rusqlite::Connection::open(env.db()).unwrap();
+    db.execute_batch(
+        "CREATE TRIGGER no_approvals BEFORE INSERT ON journal WHEN NEW.kind = 'call.approval' \
+         BEGIN SELECT RAISE(ABORT, 'disk says no'); END;",
+    )
+    .unwrap();
+    let err = env.fails(&["approve", held["id"].as_str().unwrap()], 1);
+    assert!(err.contains("could not be recorded"), "{err}");
+    let a = answer(&mut r, 1);
+    assert!(refusal_text(&a).contains("could not get a decision"), "{a}");
+    db.execute_batch("DROP TRIGGER no_approvals;").unwrap();
+    r.barrier(1);
+    assert!(
+        !r.recorded()
+            .iter()
+            .any(|l| l.windows(10).any(|w| w == b"unrecorded")),
+        "an unrecorded approval reached the server"
+    );
+    r.finish();
 }
