@@ -421,8 +421,15 @@ async fn serve_conn(state: Arc<State>, stream: UnixStream, conn: u64) {
     let (r, mut w) = stream.into_split();
     let mut r = peer::CheckedReader::new(r, pid);
     let (out, mut out_rx) = unbounded_channel::<Vec<u8>>();
+    let st = Arc::clone(&state);
     let writer = tokio::spawn(async move {
         while let Some(line) = out_rx.recv().await {
+            if line.is_empty() {
+                // The shutdown mark (see `Request::Shutdown`): everything queued before it,
+                // the answer to `daemon stop` included, is written; now the daemon may stop.
+                st.shutdown.notify_one();
+                continue;
+            }
             if w.write_all(&line).await.is_err() {
                 break;
             }
@@ -481,7 +488,15 @@ async fn serve_conn(state: Arc<State>, stream: UnixStream, conn: u64) {
         .await;
     }
     drop(ctx);
-    let _ = tokio::time::timeout(limits::SERVER_STOP_GRACE, writer).await;
+    // A watching connection's queue is also held by the registry's list of watchers; its writer
+    // is stopped here rather than left until the next hold finds the socket closed.
+    let stop = writer.abort_handle();
+    if tokio::time::timeout(limits::SERVER_STOP_GRACE, writer)
+        .await
+        .is_err()
+    {
+        stop.abort();
+    }
     end_sessions(
         &state,
         owned,
@@ -688,8 +703,16 @@ async fn handle(
             })
         }
         Request::Shutdown => {
-            state.shutdown.notify_one();
-            Next::Reply(Response::Ok)
+            // The answer must reach the CLI before the daemon stops: it is queued, then an
+            // empty line (never a real one: every line ends in a newline) that the connection's
+            // writer turns into the stop once everything before it is written.
+            let queued = approval::pushed_line(&Response::Ok)
+                .is_some_and(|line| conn.out.send(line).is_ok())
+                && conn.out.send(Vec::new()).is_ok();
+            if !queued {
+                state.shutdown.notify_one();
+            }
+            Next::Sent
         }
         Request::ApprovalList => Next::Reply(Response::HeldCalls {
             calls: state.approvals.list(),

@@ -289,9 +289,9 @@ async fn read_daemon(
     dead: Arc<AtomicBool>,
     session_id: String,
 ) {
-    loop {
+    let why = loop {
         let line = reader.recv().await;
-        let trusted = match line {
+        match line {
             Ok(Response::Released {
                 session_id: s,
                 seq,
@@ -299,28 +299,34 @@ async fn read_daemon(
                 verdict,
                 cause,
                 reason,
-            }) => route_word(
-                &held,
-                &session_id,
-                &s,
-                seq,
-                &args_digest,
-                verdict,
-                &cause,
-                reason,
-            ),
-            Ok(answer) => answers.send(answer).await.is_ok(),
-            Err(_) => false,
-        };
-        if !trusted {
-            break;
+            }) => {
+                if !route_word(
+                    &held,
+                    &session_id,
+                    &s,
+                    seq,
+                    &args_digest,
+                    verdict,
+                    &cause,
+                    reason,
+                ) {
+                    break "the daemon sent a word about a call this session did not hold"
+                        .to_string();
+                }
+            }
+            Ok(answer) => {
+                if answers.send(answer).await.is_err() {
+                    break "the relay stopped listening".to_string();
+                }
+            }
+            Err(e) => break e.to_string(),
         }
-    }
-    let had_held = held.lock().map(|h| !h.is_empty()).unwrap_or(false);
+    };
     refuse_all_held(&held);
-    if !dead.swap(true, Ordering::SeqCst) && had_held {
+    // Said once, by whichever side notices first; the asking side then finds the link dead.
+    if !dead.swap(true, Ordering::SeqCst) {
         eprintln!(
-            "holdcall: lost the daemon while calls were held for approval; they are refused, and so is every later tool call in this session"
+            "holdcall: lost the daemon ({why}); every held and every later tool call in this session will be refused"
         );
     }
 }

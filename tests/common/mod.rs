@@ -370,3 +370,18 @@ pub fn journal_rows(db: &Path) -> Vec<serde_json::Value> {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
+
+/// The answer to the one call just sent through `r`. A call an `ask` rule holds for a person
+/// has no answer until someone decides: it is found with `holdcall approve --json` and
+/// rejected, as a person would, so its refusal comes back.
+pub fn answer_rejecting_held(env: &Env, r: &mut Relay) -> serde_json::Value {
+    let before = r.barrier(u64::MAX);
+    if let Some(line) = before.first() {
+        return serde_json::from_str(line).unwrap();
+    }
+    let held = env.ok(&["approve", "--json"]);
+    let call: serde_json::Value =
+        serde_json::from_str(held.lines().next().expect("the call is held")).unwrap();
+    env.ok(&["reject", call["id"].as_str().unwrap()]);
+    r.recv_json()
+}
