@@ -57,7 +57,7 @@ pub enum Command {
     /// List the calls held for a person, with their exact arguments; or approve one by its id.
     Approve {
         /// The held call to approve (as listed); without it, list the held calls.
-        #[arg(conflicts_with = "watch")]
+        #[arg(conflicts_with_all = ["watch", "json"])]
         id: Option<String>,
         /// Keep listing each call as it is held, until interrupted.
         #[arg(long)]

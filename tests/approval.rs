@@ -453,3 +453,39 @@ fn a_word_that_cannot_be_journaled_refuses_the_call_and_tells_the_person() {
     );
     r.finish();
 }
+
+#[test]
+fn losing_the_daemon_refuses_every_held_call_at_once() {
+    let env = Env::new();
+    env.ok(&["policy", "ask", "echo"]);
+    let watch = Watch::start(&env);
+    let mut r = env.relay("demo");
+    r.handshake();
+    r.send(&call("1", "echo", r#"{"text":"first"}"#));
+    watch.next();
+    r.send(&call("2", "echo", r#"{"text":"second"}"#));
+    watch.next();
+    drop(watch);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(env.daemon_pid()),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let mut ids: Vec<i64> = (0..2)
+        .map(|_| {
+            let v = r.recv_json();
+            assert!(refusal_text(&v).contains("could not get a decision"), "{v}");
+            v["id"].as_i64().unwrap()
+        })
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, [1, 2]);
+    assert!(
+        !r.recorded()
+            .iter()
+            .any(|l| l.windows(10).any(|w| w == b"tools/call")),
+        "a held call reached the server without a word"
+    );
+    let stderr = r.finish();
+    assert!(stderr.contains("lost the daemon"), "{stderr}");
+}

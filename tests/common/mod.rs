@@ -291,7 +291,8 @@ impl Relay {
     }
 
     /// Sends a ping with `id` and waits for its answer. Since the relay handles client lines in
-    /// order, everything sent before it has been forwarded or refused once the answer arrives.
+    /// order, everything sent before it has been forwarded, refused or held for a person once
+    /// the answer arrives.
     /// Returns the lines that arrived before the ping's answer.
     pub fn barrier(&mut self, id: u64) -> Vec<String> {
         self.send(format!(r#"{{"jsonrpc":"2.0","id":"barrier-{id}","method":"ping"}}"#).as_bytes());
