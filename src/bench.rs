@@ -249,7 +249,7 @@ fn report(opts: &BenchOptions, samples: &[(Verdict, Duration)], wall: Duration) 
         max_ns: sorted.last().copied().unwrap_or(0),
         allow: count(Verdict::Allow),
         deny: count(Verdict::Deny),
-        ask: count(Verdict::Ask),
+        ask: count(Verdict::Held),
         undecided: count(Verdict::Undecided),
     }
 }

@@ -56,6 +56,25 @@ pub enum Command {
         #[command(subcommand)]
         action: PolicyCmd,
     },
+    /// List the calls held for a person, with their exact arguments; or approve one by its id.
+    Approve {
+        /// The held call to approve (as listed); without it, list the held calls.
+        #[arg(conflicts_with_all = ["watch", "json"])]
+        id: Option<String>,
+        /// Keep listing each call as it is held, until interrupted.
+        #[arg(long)]
+        watch: bool,
+        /// One JSON object per held call.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reject a held call by its id; the client is told a person rejected it.
+    Reject {
+        id: String,
+        /// Why, in one line; journaled, and shown to the client's model.
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
+    },
     /// Show journal entries, oldest first.
     Log(LogArgs),
     /// Check the journal's hash chain.
@@ -308,7 +327,8 @@ pub struct LogArgs {
     /// Only calls to this tool.
     #[arg(long)]
     pub tool: Option<String>,
-    /// Only calls with this decision (allow, deny, ask, over-budget, undecided).
+    /// Only entries with this decision: allow, deny, ask, over-budget, undecided
+    /// (call.request), approved, rejected (call.approval).
     #[arg(long)]
     pub decision: Option<String>,
 }
@@ -399,6 +419,17 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         }
         Command::Daemon { action } => daemon_cmd(action),
         Command::Policy { action } => policy_cmd(action),
+        Command::Approve {
+            id: Some(id),
+            watch: _,
+            json: _,
+        } => decide_cmd(id, true, None),
+        Command::Approve {
+            id: None,
+            watch,
+            json,
+        } => approve_list(watch, json),
+        Command::Reject { id, reason } => decide_cmd(id, false, reason),
         Command::Log(args) => log_cmd(args),
         Command::Verify { expect_head, json } => verify_cmd(expect_head, json),
         Command::Status { json } => status_cmd(json),
@@ -469,13 +500,13 @@ pub fn version_line() -> String {
     )
 }
 
-fn current_thread() -> Result<tokio::runtime::Runtime, CliError> {
+pub(crate) fn current_thread() -> Result<tokio::runtime::Runtime, CliError> {
     Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?)
 }
 
-fn home_and_config() -> Result<(Home, Config), CliError> {
+pub(crate) fn home_and_config() -> Result<(Home, Config), CliError> {
     let home = Home::from_env()?;
     let config = Config::load(&home)?;
     Ok((home, config))
@@ -483,7 +514,7 @@ fn home_and_config() -> Result<(Home, Config), CliError> {
 
 /// Sends one management request to the daemon (started if needed) and returns its answer;
 /// an `error` answer becomes `CliError::Refused`.
-fn ask_daemon(req: Request) -> Result<Response, CliError> {
+pub(crate) fn ask_daemon(req: Request) -> Result<Response, CliError> {
     let (home, _) = home_and_config()?;
     let rt = current_thread()?;
     rt.block_on(async {
@@ -493,6 +524,104 @@ fn ask_daemon(req: Request) -> Result<Response, CliError> {
             other => Ok(other),
         }
     })
+}
+
+/// `holdcall approve ID` / `holdcall reject ID [--reason TEXT]`.
+fn decide_cmd(id: String, approve: bool, reason: Option<String>) -> Result<i32, CliError> {
+    if !crate::approval::valid_hold_id(&id) {
+        return Err(CliError::Refused(format!(
+            "{:?} is not a hold id (12 lowercase hex characters); `holdcall approve` lists the held calls",
+            crate::approval::visible(&id)
+        )));
+    }
+    if let Some(r) = &reason {
+        crate::approval::check_reason(r).map_err(CliError::Refused)?;
+    }
+    match ask_daemon(Request::ApprovalDecide {
+        id,
+        approve,
+        reason,
+    })? {
+        Response::Decided { message, .. } => {
+            println!("{message}");
+            Ok(0)
+        }
+        _ => Err(CliError::Unexpected),
+    }
+}
+
+/// `holdcall approve [--watch]`: the held calls, each with its exact arguments. With `--watch`
+/// the daemon pushes each call held later on the same connection (no polling: a call shows the
+/// moment it is held, and an idle watch costs nothing), until interrupted.
+fn approve_list(watch: bool, json: bool) -> Result<i32, CliError> {
+    let (home, _) = home_and_config()?;
+    let rt = current_thread()?;
+    rt.block_on(async {
+        let mut conn = wire::connect_or_start(&home).await?;
+        let req = if watch {
+            Request::ApprovalWatch
+        } else {
+            Request::ApprovalList
+        };
+        let calls = match conn.call(&req, limits::CLI_REQUEST_TIMEOUT).await? {
+            Response::HeldCalls { calls } => calls,
+            Response::Error { message } => return Err(CliError::Refused(message)),
+            _ => return Err(CliError::Unexpected),
+        };
+        let mut shown: std::collections::HashSet<String> = std::collections::HashSet::new();
+        if calls.is_empty() && !json {
+            let mut out = std::io::stdout().lock();
+            if watch {
+                writeln!(out, "no calls are held; waiting for the next one (Ctrl-C stops)")?;
+            } else {
+                writeln!(out, "no calls are held")?;
+            }
+            out.flush()?;
+        }
+        for c in &calls {
+            show_held(c, json)?;
+            shown.insert(c.id.clone());
+        }
+        if !watch {
+            if !calls.is_empty() && !json {
+                println!(
+                    "approve one with `holdcall approve ID`, reject it with `holdcall reject ID [--reason TEXT]`"
+                );
+            }
+            return Ok(0);
+        }
+        loop {
+            tokio::select! {
+                next = conn.recv() => match next {
+                    Ok(Response::HeldNew { call }) => {
+                        if shown.insert(call.id.clone()) {
+                            show_held(&call, json)?;
+                        }
+                    }
+                    Ok(_) => return Err(CliError::Unexpected),
+                    Err(WireError::Closed) => {
+                        return Err(CliError::Refused(
+                            "the daemon closed the connection (it stopped); nothing more will be shown".into(),
+                        ));
+                    }
+                    Err(e) => return Err(e.into()),
+                },
+                _ = tokio::signal::ctrl_c() => return Ok(0),
+            }
+        }
+    })
+}
+
+fn show_held(call: &wire::HeldCall, json: bool) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer(&mut out, call).map_err(std::io::Error::other)?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{}", crate::approval::render(call))?;
+    }
+    out.flush()?;
+    Ok(())
 }
 
 fn scope(tool: Option<String>, s: ScopeArgs) -> Scope {
@@ -1241,6 +1370,7 @@ fn log_line(e: &Entry) -> String {
             (Some(v), None) => format!("protocol {v}"),
             (None, None) => String::new(),
         },
+        "call.approval" => approval_detail(f),
         "anomaly" => f.anomaly.clone().unwrap_or_default(),
         "policy.change" | "budget.change" => f.reason.clone().unwrap_or_default(),
         _ => String::new(),
@@ -1255,6 +1385,26 @@ fn log_line(e: &Entry) -> String {
         visible(f.tool.as_deref().unwrap_or("")),
         f.decision.as_deref().unwrap_or(""),
         visible(&detail)
+    )
+}
+
+/// Why a held call ended as it did, in words: a person (with their reason), a timeout, the
+/// session ending, the connection dropping, or arguments nobody could be shown.
+fn approval_detail(f: &journal::Fields) -> String {
+    let cause = f.reason.as_deref().and_then(crate::approval::Cause::parse);
+    let why = match (f.decision.as_deref(), cause) {
+        (Some("approved"), Some(crate::approval::Cause::Person)) => "approved by a person".into(),
+        (_, Some(crate::approval::Cause::Person)) => match &f.detail {
+            Some(r) => format!("rejected by a person: {r}"),
+            None => "rejected by a person".into(),
+        },
+        (_, Some(c)) => format!("rejected: {}", c.describe()),
+        (_, None) => format!("cause {}", f.reason.as_deref().unwrap_or("-")),
+    };
+    format!(
+        "seq {} {why} (hold {})",
+        f.seq.unwrap_or(0),
+        f.policy_id.as_deref().unwrap_or("-")
     )
 }
 

@@ -54,7 +54,7 @@ pub enum ConfigError {
     #[diagnostic(
         code(holdcall::config::parse),
         help(
-            "config.toml holds only [journal] durability = \"power\" | \"process\"; fix or remove the key it names"
+            "config.toml holds only [journal] durability = \"power\" | \"process\" and [approval] timeout = \"2m\" (seconds, minutes or hours: \"90s\", \"2m\", \"1h\"); fix or remove the key it names"
         )
     )]
     Parse { path: PathBuf, message: String },
@@ -210,6 +210,70 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), ConfigError> {
 pub struct Config {
     #[serde(default)]
     pub journal: JournalConfig,
+    #[serde(default)]
+    pub approval: ApprovalConfig,
+}
+
+/// `[approval]`: how long a held call waits for a person.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalConfig {
+    /// `"90s"`, `"2m"`, `"1h"`: between `limits::APPROVAL_TIMEOUT_MIN` and `_MAX`.
+    #[serde(
+        default = "default_approval_timeout",
+        deserialize_with = "approval_timeout"
+    )]
+    pub timeout: std::time::Duration,
+}
+
+impl Default for ApprovalConfig {
+    fn default() -> Self {
+        ApprovalConfig {
+            timeout: default_approval_timeout(),
+        }
+    }
+}
+
+fn default_approval_timeout() -> std::time::Duration {
+    limits::APPROVAL_TIMEOUT_DEFAULT
+}
+
+fn approval_timeout<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<std::time::Duration, D::Error> {
+    let text = String::deserialize(d)?;
+    parse_timeout(&text).map_err(serde::de::Error::custom)
+}
+
+/// Reads an approval timeout: a whole number and one unit, `s`, `m` or `h`, within the limits.
+pub fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
+    let unit_at = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(unit_at);
+    let n: u64 = number.parse().map_err(|_| {
+        format!(
+            "approval timeout {text:?} is not a whole number with a unit (s, m or h), like \"2m\""
+        )
+    })?;
+    let secs = match unit {
+        "s" => Some(n),
+        "m" => n.checked_mul(60),
+        "h" => n.checked_mul(3600),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        format!("approval timeout {text:?} needs a unit: s, m or h (\"90s\", \"2m\", \"1h\")")
+    })?;
+    let t = std::time::Duration::from_secs(secs);
+    if t < limits::APPROVAL_TIMEOUT_MIN || t > limits::APPROVAL_TIMEOUT_MAX {
+        return Err(format!(
+            "approval timeout {text:?} is outside {}s to {}s",
+            limits::APPROVAL_TIMEOUT_MIN.as_secs(),
+            limits::APPROVAL_TIMEOUT_MAX.as_secs()
+        ));
+    }
+    Ok(t)
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -298,6 +362,31 @@ mod tests {
     #[test]
     fn an_unknown_durability_is_refused() {
         assert!(parse("[journal]\ndurability = \"maybe\"\n").is_err());
+    }
+
+    #[test]
+    fn the_approval_timeout_defaults_to_two_minutes_and_reads_units() {
+        assert_eq!(
+            parse("").unwrap().approval.timeout,
+            std::time::Duration::from_secs(120)
+        );
+        let c = parse("[approval]\ntimeout = \"1s\"\n").unwrap();
+        assert_eq!(c.approval.timeout, std::time::Duration::from_secs(1));
+        assert_eq!(parse_timeout("90s"), Ok(std::time::Duration::from_secs(90)));
+        assert_eq!(
+            parse_timeout("1h"),
+            Ok(std::time::Duration::from_secs(3600))
+        );
+    }
+
+    #[test]
+    fn an_approval_timeout_without_a_unit_or_out_of_bounds_is_refused_and_named() {
+        for bad in ["120", "2 m", "0s", "2d", "-1s", "25h", ""] {
+            let err = parse(&format!("[approval]\ntimeout = \"{bad}\"\n")).unwrap_err();
+            assert!(err.to_string().contains("approval timeout"), "{bad}: {err}");
+        }
+        let err = parse("[approval]\ntimout = \"2m\"\n").unwrap_err();
+        assert!(err.to_string().contains("timout"), "{err}");
     }
 
     #[test]

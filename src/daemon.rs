@@ -14,9 +14,12 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use tokio::sync::{Notify, oneshot};
 
 use crate::budget::{self, Budget, BudgetScope, CallScope, Counters};
+use crate::approval::{self, Cause, Hold};
+
 use crate::config::{Config, Home};
 use crate::context::{CallContext, Clock};
 use crate::journal::{
@@ -25,7 +28,7 @@ use crate::journal::{
 use crate::limits;
 use crate::peer;
 use crate::policy::{self, CallRequest, Effect, PolicySet, Scope, StoredPolicy};
-use crate::wire::{self, Request, Response, Verdict};
+use crate::wire::{self, Release, Request, Response, Verdict};
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum DaemonError {
@@ -233,6 +236,10 @@ struct State {
     durability: Durability,
     /// A fixed clock for the tests of time conditions (`fixed_clock`); `None`, the system clock.
     fixed_clock: Option<Clock>,
+    /// Calls held for a person (module `approval`).
+    approvals: approval::Registry,
+    /// How long a held call waits for a person (`[approval] timeout`).
+    approval_timeout: std::time::Duration,
 }
 
 impl State {
@@ -387,6 +394,8 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
         shutdown: Notify::new(),
         durability,
         fixed_clock: fixed_clock(std::env::var("HOLDCALL_CLOCK").ok(), cfg!(debug_assertions)),
+        approvals: approval::Registry::default(),
+        approval_timeout: config.approval.timeout,
     });
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -414,6 +423,10 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
     }
     tracing::info!("holdcall daemon stopping");
     let _ = std::fs::remove_file(&socket);
+    // A stopping daemon ends every session, so every call still held ends with it.
+    for hold in state.approvals.take_where(|_| true) {
+        let _ = settle(&state, hold, Release::Rejected, Cause::SessionEnded, None).await;
+    }
     let live: Vec<String> = state
         .sessions
         .lock()
@@ -440,6 +453,19 @@ enum Next {
     Reply(Response),
     /// Answer, then close: the peer broke the protocol.
     ReplyAndClose(Response),
+    /// The answer has already been queued on the connection (a held call's answer must go out
+    /// before its hold can be seen, and so before any pushed word about it).
+    Sent,
+}
+
+/// One connection as the handlers see it: its number, and its queue of outgoing lines. Every
+/// line to the peer, answer or pushed word, goes through that one queue, so lines never
+/// interleave and an answer always precedes a word pushed after it. The queue holds at most one
+/// answer (a peer asks one thing at a time) plus one pushed line per held call or new hold
+/// watched, each bounded by `limits::HELD_CALLS_MAX`.
+struct ConnCtx {
+    id: u64,
+    out: UnboundedSender<Vec<u8>>,
 }
 
 async fn serve_conn(state: Arc<State>, stream: UnixStream, conn: u64) {
@@ -451,6 +477,23 @@ async fn serve_conn(state: Arc<State>, stream: UnixStream, conn: u64) {
     };
     let (r, mut w) = stream.into_split();
     let mut r = peer::CheckedReader::new(r, pid);
+    let (out, mut out_rx) = unbounded_channel::<Vec<u8>>();
+    let st = Arc::clone(&state);
+    let writer = tokio::spawn(async move {
+        while let Some(line) = out_rx.recv().await {
+            if line.is_empty() {
+                // The shutdown mark (see `Request::Shutdown`): everything queued before it,
+                // the answer to `daemon stop` included, is written; now the daemon may stop.
+                st.shutdown.notify_one();
+                continue;
+            }
+            if w.write_all(&line).await.is_err() {
+                break;
+            }
+        }
+        // Dropping the write half shuts the socket down for writing: the peer sees the end.
+    });
+    let ctx = ConnCtx { id: conn, out };
     let mut session_role: Option<bool> = None;
     let mut owned: HashSet<String> = HashSet::new();
     loop {
@@ -473,22 +516,43 @@ async fn serve_conn(state: Arc<State>, stream: UnixStream, conn: u64) {
                         message: "a connection either carries one relay's sessions or management requests, never both".into(),
                     })
                 } else {
-                    handle(&state, &mut owned, req).await
+                    handle(&state, &ctx, &mut owned, req).await
                 }
             }
         };
         let (resp, close) = match next {
             Next::Reply(r) => (r, false),
             Next::ReplyAndClose(r) => (r, true),
+            Next::Sent => continue,
         };
-        let mut out = match serde_json::to_vec(&resp) {
-            Ok(v) => v,
-            Err(_) => break,
+        let Some(line) = approval::pushed_line(&resp) else {
+            break;
         };
-        out.push(b'\n');
-        if w.write_all(&out).await.is_err() || close {
+        if ctx.out.send(line).is_err() || close {
             break;
         }
+    }
+    // Calls this connection's relay was waiting on can no longer be forwarded: each is
+    // rejected and journaled with the reason.
+    for hold in state.approvals.take_where(|h| h.conn == conn) {
+        let _ = settle(
+            &state,
+            hold,
+            Release::Rejected,
+            Cause::ConnectionDropped,
+            None,
+        )
+        .await;
+    }
+    drop(ctx);
+    // A watching connection's queue is also held by the registry's list of watchers; its writer
+    // is stopped here rather than left until the next hold finds the socket closed.
+    let stop = writer.abort_handle();
+    if tokio::time::timeout(limits::SERVER_STOP_GRACE, writer)
+        .await
+        .is_err()
+    {
+        stop.abort();
     }
     end_sessions(
         &state,
@@ -533,7 +597,12 @@ fn violation(message: impl Into<String>) -> Next {
     })
 }
 
-async fn handle(state: &State, owned: &mut HashSet<String>, req: Request) -> Next {
+async fn handle(
+    state: &Arc<State>,
+    conn: &ConnCtx,
+    owned: &mut HashSet<String>,
+    req: Request,
+) -> Next {
     match req {
         Request::SessionStart {
             session_id,
@@ -558,19 +627,16 @@ async fn handle(state: &State, owned: &mut HashSet<String>, req: Request) -> Nex
             }
             let ctx =
                 CallContext::from_call(arguments.as_deref(), arguments_omitted, state.clock());
-            call_request(
-                state,
-                owned,
-                CallIn {
-                    session_id,
-                    seq,
-                    tool,
-                    args_digest,
-                    retry_of,
-                },
-                ctx,
-            )
-            .await
+            let call = AskedCall {
+                session_id,
+                seq,
+                tool,
+                args_digest,
+                arguments,
+                arguments_omitted,
+                retry_of,
+            };
+            call_request(state, conn, owned, call, ctx).await
         }
         Request::CallOutcome {
             session_id,
@@ -617,6 +683,10 @@ async fn handle(state: &State, owned: &mut HashSet<String>, req: Request) -> Nex
             }
             if let Ok(mut s) = state.sessions.lock() {
                 s.remove(&session_id);
+            }
+            // The relay still listens: each held call's word is pushed before this answer.
+            for hold in state.approvals.take_where(|h| h.session_id == session_id) {
+                let _ = settle(state, hold, Release::Rejected, Cause::SessionEnded, None).await;
             }
             one_way(
                 state,
@@ -706,10 +776,301 @@ async fn handle(state: &State, owned: &mut HashSet<String>, req: Request) -> Nex
             })
         }
         Request::Shutdown => {
-            state.shutdown.notify_one();
-            Next::Reply(Response::Ok)
+            // The answer must reach the CLI before the daemon stops: it is queued, then an
+            // empty line (never a real one: every line ends in a newline) that the connection's
+            // writer turns into the stop once everything before it is written.
+            let queued = approval::pushed_line(&Response::Ok)
+                .is_some_and(|line| conn.out.send(line).is_ok())
+                && conn.out.send(Vec::new()).is_ok();
+            if !queued {
+                state.shutdown.notify_one();
+            }
+            Next::Sent
+        }
+        Request::ApprovalList => Next::Reply(Response::HeldCalls {
+            calls: state.approvals.list(),
+        }),
+        Request::ApprovalWatch => {
+            // Subscribed before the list is taken, so no call held in between is missed (one
+            // may be shown twice; the CLI skips ids it has shown).
+            state.approvals.watch(conn.out.clone());
+            Next::Reply(Response::HeldCalls {
+                calls: state.approvals.list(),
+            })
+        }
+        Request::ApprovalDecide {
+            id,
+            approve,
+            reason,
+        } => decide_held(state, id, approve, reason).await,
+    }
+}
+
+/// One call as the relay described it.
+struct AskedCall {
+    session_id: String,
+    seq: i64,
+    tool: String,
+    args_digest: String,
+    arguments: Option<String>,
+    arguments_omitted: bool,
+    /// The call this one retries (2026-07-28 `inputResponses`), as the relay saw it.
+    retry_of: Option<i64>,
+}
+
+/// A person's word from `holdcall approve ID` / `holdcall reject ID`. Only the first word on a
+/// hold counts: the hold is taken out of the registry before anything else happens.
+async fn decide_held(state: &State, id: String, approve: bool, reason: Option<String>) -> Next {
+    if let Some(r) = &reason
+        && let Err(e) = approval::check_reason(r)
+    {
+        return error(e);
+    }
+    if approve && reason.is_some() {
+        return error("a reason goes with a rejection: `holdcall reject ID --reason TEXT`");
+    }
+    let Some(hold) = state.approvals.take(&id) else {
+        return error(format!(
+            "no call is held with id {:?}: it was decided already, timed out, ended with its session, or never existed; `holdcall approve` lists the calls held now",
+            approval::visible(&id)
+        ));
+    };
+    let what = format!(
+        "call {} to {} (connector {}, seq {})",
+        hold.id,
+        approval::visible(&hold.tool),
+        hold.connector,
+        hold.seq
+    );
+    let recorded = if approve {
+        release_approved(state, hold).await
+    } else {
+        settle(state, hold, Release::Rejected, Cause::Person, reason).await
+    };
+    match recorded {
+        Ok(entry) if approve && entry.fields.decision.as_deref() != Some("approved") => {
+            Next::Reply(Response::Decided {
+                message: format!(
+                    "approved {what}, but it was refused: {} (recorded in the journal as entry {})",
+                    entry.fields.detail.as_deref().unwrap_or("a budget has no room left"),
+                    entry.chain_seq
+                ),
+                chain_seq: entry.chain_seq,
+            })
+        }
+        Ok(entry) => Next::Reply(Response::Decided {
+            message: format!(
+                "{} {what} (recorded in the journal as entry {})",
+                if approve { "approved" } else { "rejected" },
+                entry.chain_seq
+            ),
+            chain_seq: entry.chain_seq,
+        }),
+        Err(e) => error(format!(
+            "the decision on {what} could not be recorded in the journal, so the call was refused: {e}"
+        )),
+    }
+}
+
+/// Where a person's approval turns into a forward. Everything that must hold before an approved
+/// call runs belongs here, before `settle`.
+async fn release_approved(state: &State, hold: Hold) -> Result<journal::Entry, String> {
+    // An approved call is charged to its session's budgets like an allowed one; a budget with no
+    // room left by now refuses it, and the journal says so (cause `over-budget`).
+    let budgets: Vec<Budget> = current_budgets(state)
+        .iter()
+        .map(|r| r.budget.clone())
+        .collect();
+    let charged = match state.sessions.lock() {
+        Ok(mut sessions) => match sessions.get_mut(&hold.session_id) {
+            Some(s) => s.charge(&budgets, hold.seq, &hold.tool).map_err(|r| r.reason()),
+            None => Err("its session has ended".to_string()),
+        },
+        Err(_) => Err("the session table is unavailable".to_string()),
+    };
+    match charged {
+        Ok(()) => settle(state, hold, Release::Approved, Cause::Person, None).await,
+        Err(why) => {
+            settle(state, hold, Release::Rejected, Cause::OverBudget, Some(why)).await
         }
     }
+}
+
+/// Resolves a hold taken out of the registry: journals `call.approval` and only after the
+/// commit pushes the word to the relay that asked. A word that cannot be journaled is pushed as
+/// `undecided`, which the relay refuses.
+async fn settle(
+    state: &State,
+    hold: Hold,
+    verdict: Release,
+    cause: Cause,
+    reason: Option<String>,
+) -> Result<journal::Entry, String> {
+    let decision = match verdict {
+        Release::Approved => "approved",
+        _ => "rejected",
+    };
+    let recorded = state
+        .writer
+        .append(
+            Kind::CallApproval,
+            Fields {
+                session_id: Some(hold.session_id.clone()),
+                seq: Some(hold.seq),
+                connector: Some(hold.connector.clone()),
+                tool: Some(hold.tool.clone()),
+                agent: hold.agent.clone(),
+                args_digest: Some(hold.args_digest.clone()),
+                decision: Some(decision.into()),
+                policy_id: Some(hold.id.clone()),
+                reason: Some(cause.as_str().into()),
+                detail: reason.clone(),
+                ..Fields::default()
+            },
+        )
+        .await;
+    let verdict = if recorded.is_ok() {
+        verdict
+    } else {
+        Release::Undecided
+    };
+    if verdict != Release::Approved
+        && let Ok(mut sessions) = state.sessions.lock()
+        && let Some(s) = sessions.get_mut(&hold.session_id)
+    {
+        s.counters.note_refused();
+    }
+    if let Err(e) = &recorded {
+        tracing::error!("the word on held call {} was not recorded: {e}", hold.id);
+    }
+    let word = Response::Released {
+        session_id: hold.session_id,
+        seq: hold.seq,
+        args_digest: hold.args_digest,
+        verdict,
+        cause: cause.as_str().into(),
+        reason,
+    };
+    if let Some(line) = approval::pushed_line(&word) {
+        // A relay that is gone refuses the call itself.
+        let _ = hold.push.send(line);
+    }
+    recorded
+}
+
+/// Holds a call the rules sent to a person: the `held` answer goes out first, then the hold
+/// becomes visible to `holdcall approve` and its timer starts. Arguments that were not sent
+/// cannot be shown, so such a call is rejected at once.
+async fn hold_call(
+    state: &Arc<State>,
+    conn: &ConnCtx,
+    call: AskedCall,
+    connector: String,
+    agent: Option<String>,
+    policy_id: Option<String>,
+    reason: String,
+) -> Next {
+    let undecided = |reason: String| {
+        Next::Reply(Response::Decision {
+            session_id: call.session_id.clone(),
+            seq: call.seq,
+            decision: Verdict::Undecided,
+            policy_id: None,
+            reason,
+            hold: None,
+        })
+    };
+    if state.approvals.is_full() {
+        return undecided(format!(
+            "{} calls are held for a person already; this one cannot be held too",
+            limits::HELD_CALLS_MAX
+        ));
+    }
+    let Ok(id) = approval::new_hold_id() else {
+        return undecided("no random hold id could be drawn".into());
+    };
+    let timeout = state.approval_timeout;
+    let answer = Response::Decision {
+        session_id: call.session_id.clone(),
+        seq: call.seq,
+        decision: Verdict::Held,
+        policy_id: policy_id.clone(),
+        reason: reason.clone(),
+        hold: Some(wire::HoldTicket {
+            id: id.clone(),
+            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        }),
+    };
+    let Some(line) = approval::pushed_line(&answer) else {
+        return undecided("the answer could not be written".into());
+    };
+    if conn.out.send(line).is_err() {
+        return Next::Sent;
+    }
+    let now = std::time::Instant::now();
+    let hold = Hold {
+        id: id.clone(),
+        conn: conn.id,
+        session_id: call.session_id,
+        seq: call.seq,
+        agent,
+        connector,
+        tool: call.tool,
+        args_digest: call.args_digest,
+        arguments: call.arguments,
+        policy_id,
+        reason,
+        held_at: now,
+        deadline: now + timeout,
+        push: conn.out.clone(),
+        timer: None,
+    };
+    if call.arguments_omitted {
+        let _ = settle(
+            state,
+            hold,
+            Release::Rejected,
+            Cause::ArgumentsUnknown,
+            None,
+        )
+        .await;
+        return Next::Sent;
+    }
+    let (session_id, seq, digest, push) = (
+        hold.session_id.clone(),
+        hold.seq,
+        hold.args_digest.clone(),
+        hold.push.clone(),
+    );
+    if state.approvals.insert(hold).is_err() {
+        // Filled up since the check above (another connection held a call meanwhile): no word
+        // can be given, so the call is refused as undecided.
+        let word = Response::Released {
+            session_id,
+            seq,
+            args_digest: digest,
+            verdict: Release::Undecided,
+            cause: Cause::Timeout.as_str().into(),
+            reason: Some(format!(
+                "more than {} calls are held already",
+                limits::HELD_CALLS_MAX
+            )),
+        };
+        if let Some(line) = approval::pushed_line(&word) {
+            let _ = push.send(line);
+        }
+        return Next::Sent;
+    }
+    let st = Arc::clone(state);
+    let timer_id = id.clone();
+    let timer = tokio::spawn(async move {
+        tokio::time::sleep(timeout).await;
+        if let Some(hold) = st.approvals.take_expired(&timer_id) {
+            let _ = settle(&st, hold, Release::Rejected, Cause::Timeout, None).await;
+        }
+    });
+    state.approvals.set_timer(&id, timer.abort_handle());
+    Next::Sent
 }
 
 fn listed(r: &PolicyRow) -> wire::ListedPolicy {
@@ -842,15 +1203,6 @@ async fn session_start(
     Next::Reply(Response::Ok)
 }
 
-/// What the relay said about one call.
-struct CallIn {
-    session_id: String,
-    seq: i64,
-    tool: String,
-    args_digest: String,
-    retry_of: Option<i64>,
-}
-
 /// The decision on one call once the budgets have had their say.
 struct Verdicts {
     verdict: Verdict,
@@ -862,18 +1214,15 @@ struct Verdicts {
 }
 
 async fn call_request(
-    state: &State,
+    state: &Arc<State>,
+    conn: &ConnCtx,
     owned: &HashSet<String>,
-    call: CallIn,
+    call: AskedCall,
     ctx: CallContext,
 ) -> Next {
-    let CallIn {
-        session_id,
-        seq,
-        tool,
-        args_digest,
-        retry_of,
-    } = call;
+    let (session_id, seq) = (call.session_id.clone(), call.seq);
+    let (tool, args_digest) = (call.tool.clone(), call.args_digest.clone());
+    let retry_of = call.retry_of;
     if !owned.contains(&session_id) {
         return violation("this connection did not open that session");
     }
@@ -904,6 +1253,7 @@ async fn call_request(
             decision: Verdict::Undecided,
             policy_id: None,
             reason,
+            hold: None,
         })
     };
     if let Err(e) = policy::validate_tool_name(&tool) {
@@ -944,6 +1294,7 @@ async fn call_request(
             decision.reason,
         )
     };
+    let (connector_held, agent_held) = (connector.clone(), agent.clone());
     let recorded = state
         .writer
         .append(
@@ -965,12 +1316,25 @@ async fn call_request(
     // The answer goes out only after the entry is committed; a call that was not recorded is
     // not decided, and not charged.
     match recorded {
+        Ok(_) if v.verdict == Verdict::Held => {
+            hold_call(
+                state,
+                conn,
+                call,
+                connector_held,
+                agent_held,
+                v.policy_id,
+                v.reason,
+            )
+            .await
+        }
         Ok(_) => Next::Reply(Response::Decision {
             session_id,
             seq,
             decision: v.verdict,
             policy_id: v.policy_id,
             reason: v.reason,
+            hold: None,
         }),
         Err(e) => {
             if let Ok(mut sessions) = state.sessions.lock()
@@ -1015,9 +1379,15 @@ fn budget_verdict(
         }
     };
     match effect {
-        // Until approval exists, an ask refuses; the approval path charges an approved call
-        // with `Session::charge`.
-        Effect::Ask => refused(s, Verdict::Ask, "ask", policy_id, reason),
+        // A held call is neither charged nor refused yet: `release_approved` charges it, and a
+        // rejection counts it as refused.
+        Effect::Ask => Verdicts {
+            verdict: Verdict::Held,
+            word: "ask".into(),
+            policy_id,
+            reason,
+            charged: false,
+        },
         Effect::Deny => refused(s, Verdict::Deny, "deny", policy_id, reason),
         Effect::Allow => {
             // A retry is the same call only if the session did charge that call, for this tool.

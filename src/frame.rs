@@ -32,9 +32,33 @@ pub const DENIED_NO_DECISION: &str = "Holdcall refused this call: it could not g
 pub const DENIED_UNREADABLE: &str = "Holdcall refused this call: its tool name could not be read \
      unambiguously. Do not retry automatically.";
 
-/// Refusal text for a call a rule sends to a person, while approval does not exist yet.
-pub const DENIED_ASK_UNAVAILABLE: &str = "Holdcall refused this call: a policy rule says a \
-     person must approve it, and approval is not available yet. Do not retry automatically.";
+/// Refusal text for a held call a person rejected. The person's own reason, if any, follows
+/// it (see [`person_rejected`]).
+pub const DENIED_BY_PERSON: &str = "Holdcall refused this call: a person looked at it and rejected it. Do not retry automatically.";
+
+/// Refusal text for a held call nobody approved or rejected within the approval timeout.
+pub const DENIED_APPROVAL_TIMEOUT: &str = "Holdcall refused this call: it needed a person's \
+     approval, and nobody decided in time. Do not retry automatically.";
+
+/// Refusal text for a held call whose session or daemon connection ended before a person
+/// decided.
+pub const DENIED_APPROVAL_ENDED: &str = "Holdcall refused this call: it was waiting for a \
+     person's approval when its session ended. Do not retry automatically.";
+
+/// Refusal text for a held call whose arguments were too large to show to a person.
+pub const DENIED_ARGUMENTS_UNKNOWN: &str = "Holdcall refused this call: it needs a person's \
+     approval, and its arguments are too large to show to one, so nobody could check them. \
+     Do not retry automatically.";
+
+/// The refusal text for a call a person rejected, with their reason when they gave one. The
+/// reason is written for the model on purpose (decision 0007): it is the only way a person can
+/// say what to do instead.
+pub fn person_rejected(reason: Option<&str>) -> String {
+    match reason.filter(|r| !r.is_empty()) {
+        Some(r) => format!("{DENIED_BY_PERSON} Their reason: {r}"),
+        None => DENIED_BY_PERSON.to_string(),
+    }
+}
 
 /// Refusal text for a call the rules allow but a budget has no room left for.
 pub const DENIED_OVER_BUDGET: &str = "Holdcall refused this call: this session has used up a \
@@ -1891,7 +1915,10 @@ mod tests {
             DENIED_BY_POLICY,
             DENIED_NO_DECISION,
             DENIED_UNREADABLE,
-            DENIED_ASK_UNAVAILABLE,
+            DENIED_BY_PERSON,
+            DENIED_APPROVAL_TIMEOUT,
+            DENIED_APPROVAL_ENDED,
+            DENIED_ARGUMENTS_UNKNOWN,
         ] {
             assert!(text.starts_with("Holdcall refused this call: "), "{text}");
             assert!(text.ends_with("Do not retry automatically."), "{text}");

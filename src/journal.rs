@@ -318,11 +318,13 @@ pub enum Kind {
     PolicyChange,
     DaemonStart,
     BudgetChange,
+    /// The final word on a held call: approved or rejected, and why (`approval::Cause`).
+    CallApproval,
 }
 
 impl Kind {
     /// Every kind, in documentation order.
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::SessionStart,
         Kind::CallRequest,
         Kind::CallOutcome,
@@ -331,6 +333,7 @@ impl Kind {
         Kind::PolicyChange,
         Kind::DaemonStart,
         Kind::BudgetChange,
+        Kind::CallApproval,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -343,6 +346,7 @@ impl Kind {
             Kind::PolicyChange => "policy.change",
             Kind::DaemonStart => "daemon.start",
             Kind::BudgetChange => "budget.change",
+            Kind::CallApproval => "call.approval",
         }
     }
 

@@ -102,3 +102,33 @@ pub const RETRY_STATES_MAX: usize = 1024;
 pub const REQUEST_STATE_BYTES_MAX: usize = 64 * 1024;
 
 const _: () = assert!(REQUEST_STATE_BYTES_MAX < FRAME_BYTES_MAX);
+/// How long a held call waits for a person when `config.toml` does not say (`[approval]
+/// timeout`). Long enough to read the arguments; short enough that a client does not give up
+/// first (many clients time a tool call out after a few minutes).
+pub const APPROVAL_TIMEOUT_DEFAULT: Duration = Duration::from_secs(120);
+
+/// Shortest approval timeout `config.toml` may set. One second is too short for a person, but
+/// lets the tests watch a timeout happen without waiting minutes.
+pub const APPROVAL_TIMEOUT_MIN: Duration = Duration::from_secs(1);
+
+/// Longest approval timeout `config.toml` may set: a held call keeps its arguments in the
+/// daemon's memory and its client waiting, so neither may last without end.
+pub const APPROVAL_TIMEOUT_MAX: Duration = Duration::from_secs(60 * 60);
+
+/// How much longer than the approval timeout a relay waits for the daemon's word on a held
+/// call before refusing it itself: the daemon's timer fires first, and its journal commit and
+/// the pushed line need a moment.
+pub const APPROVAL_RELAY_MARGIN: Duration = Duration::from_secs(10);
+
+/// Most calls held for a person at once, over all sessions. Each keeps up to
+/// `ARGUMENTS_BYTES_MAX` of arguments in memory; past it a call the rules hold is refused.
+pub const HELD_CALLS_MAX: usize = 256;
+
+/// Longest `holdcall reject --reason` text (bytes). The reason is journaled and shown to the
+/// client's model, so it is a sentence, not a document.
+pub const APPROVAL_REASON_BYTES_MAX: usize = 500;
+
+const _: () = assert!(APPROVAL_TIMEOUT_MIN.as_secs() <= APPROVAL_TIMEOUT_DEFAULT.as_secs());
+const _: () = assert!(APPROVAL_TIMEOUT_DEFAULT.as_secs() <= APPROVAL_TIMEOUT_MAX.as_secs());
+// The relay's own bound must outlast the daemon's decision round trip.
+const _: () = assert!(APPROVAL_RELAY_MARGIN.as_secs() > DECISION_TIMEOUT.as_secs());

@@ -19,10 +19,11 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::approval::Cause;
 use crate::config::Home;
 use crate::frame::{self, Anomaly, ClientFrame, Dialect};
 use crate::limits;
-use crate::wire::{self, LineRead, Request, Response, Verdict, WireError};
+use crate::wire::{self, LineRead, Release, Request, Response, Verdict, WireError};
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum RelayError {
@@ -68,10 +69,30 @@ const STDOUT_QUEUE: usize = 64;
 
 type Reply = oneshot::Sender<Result<Response, WireError>>;
 
-/// The relay's side of the daemon connection: one task owns it and answers jobs one at a time.
-/// Call decisions have their own queue and go first, so reports (outcomes, anomalies) queued by
-/// a chatty session never delay a decision toward its timeout. Once an exchange fails the link
-/// is dead for the rest of the session, and every later call is refused at once instead of
+/// The daemon's final word on a held call, as the relay routes it: approved, or why not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Word {
+    Approved,
+    /// Refused, with the text the client reads.
+    Refused(String),
+}
+
+/// A held call waiting for its word: the digest the word must name, and where to send it.
+struct Waiting {
+    digest: String,
+    tx: oneshot::Sender<Word>,
+}
+
+/// Held calls by seq. Dropping an entry (its sender) refuses the call: that is how a lost
+/// daemon, or a word that does not match, refuses every call it concerns.
+type HeldWaits = Arc<Mutex<HashMap<i64, Waiting>>>;
+
+/// The relay's side of the daemon connection. One task writes requests, one at a time, and waits
+/// for each answer; another reads every line the daemon sends, passing answers to the first and
+/// routing pushed words (`call.released`) to the held call they name. Call decisions have their
+/// own queue and go first, so reports (outcomes, anomalies) queued by a chatty session never
+/// delay a decision toward its timeout. Once an exchange fails the link is dead for the rest of
+/// the session: every held call is refused, and every later call is refused at once instead of
 /// waiting again.
 #[derive(Clone)]
 struct Link {
@@ -80,20 +101,39 @@ struct Link {
     in_order: mpsc::Sender<(Request, Option<Reply>)>,
     dead: Arc<AtomicBool>,
     lost: Arc<AtomicU64>,
+    held: HeldWaits,
 }
 
 /// Most decisions that can wait for the daemon at once (the relay asks one at a time).
 const DECISION_QUEUE: usize = 16;
 
+/// Answers read but not yet taken: one is expected at a time; a second is a broken daemon.
+const ANSWER_QUEUE: usize = 4;
+
 impl Link {
-    fn start(conn: Option<wire::Conn>) -> Link {
+    fn start(conn: Option<wire::Conn>, session_id: String) -> Link {
         let (decisions, mut decision_rx) = mpsc::channel::<(Request, Reply)>(DECISION_QUEUE);
         let (in_order, mut order_rx) = mpsc::channel::<(Request, Option<Reply>)>(LINK_QUEUE);
         let dead = Arc::new(AtomicBool::new(conn.is_none()));
         let lost = Arc::new(AtomicU64::new(0));
-        let (d, l) = (Arc::clone(&dead), Arc::clone(&lost));
+        let held: HeldWaits = Arc::new(Mutex::new(HashMap::new()));
+        let (answer_tx, mut answer_rx) = mpsc::channel::<Response>(ANSWER_QUEUE);
+        let (mut writer, reader_task) = match conn {
+            Some(c) => {
+                let (reader, writer) = c.into_split();
+                let task = tokio::spawn(read_daemon(
+                    reader,
+                    answer_tx,
+                    Arc::clone(&held),
+                    Arc::clone(&dead),
+                    session_id,
+                ));
+                (Some(writer), Some(task))
+            }
+            None => (None, None),
+        };
+        let (d, l, h) = (Arc::clone(&dead), Arc::clone(&lost), Arc::clone(&held));
         tokio::spawn(async move {
-            let mut conn = conn;
             loop {
                 let (req, reply) = tokio::select! {
                     biased;
@@ -101,10 +141,8 @@ impl Link {
                     Some((req, reply)) = order_rx.recv() => (req, reply),
                     else => break,
                 };
-                let result = match conn.as_mut() {
-                    Some(c) if !d.load(Ordering::SeqCst) => {
-                        c.call(&req, limits::DECISION_TIMEOUT).await
-                    }
+                let result = match writer.as_mut() {
+                    Some(w) if !d.load(Ordering::SeqCst) => exchange(w, &mut answer_rx, &req).await,
                     _ => Err(WireError::Closed),
                 };
                 if let Err(e) = &result {
@@ -113,7 +151,11 @@ impl Link {
                             "holdcall: lost the daemon ({e}); every later tool call in this session will be refused"
                         );
                     }
-                    conn = None;
+                    writer = None;
+                    if let Some(t) = &reader_task {
+                        t.abort();
+                    }
+                    refuse_all_held(&h);
                     if reply.is_none() {
                         l.fetch_add(1, Ordering::SeqCst);
                     }
@@ -128,6 +170,7 @@ impl Link {
             in_order,
             dead,
             lost,
+            held,
         }
     }
 
@@ -178,10 +221,162 @@ impl Link {
                         limits::DECISION_TIMEOUT
                     );
                 }
+                refuse_all_held(&self.held);
                 Err(WireError::Timeout(limits::DECISION_TIMEOUT))
             }
         }
     }
+
+    /// Makes ready for a word on call `seq` before asking about it, so a word pushed right after
+    /// the `held` answer always finds its call.
+    fn expect_word(&self, seq: i64, digest: &str) -> oneshot::Receiver<Word> {
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut h) = self.held.lock() {
+            h.insert(
+                seq,
+                Waiting {
+                    digest: digest.to_string(),
+                    tx,
+                },
+            );
+        }
+        rx
+    }
+
+    /// The call was not held after all.
+    fn forget_word(&self, seq: i64) {
+        if let Ok(mut h) = self.held.lock() {
+            h.remove(&seq);
+        }
+    }
+}
+
+/// Refuses every held call: their senders are dropped, which their waiters read as no word.
+fn refuse_all_held(held: &HeldWaits) {
+    if let Ok(mut h) = held.lock() {
+        h.clear();
+    }
+}
+
+/// Writes one request and waits for the one answer the reader passes on, within
+/// `limits::DECISION_TIMEOUT`. An answer already waiting before the request was sent answers
+/// nothing we asked: the link cannot be trusted.
+async fn exchange(
+    w: &mut wire::ConnWriter,
+    answers: &mut mpsc::Receiver<Response>,
+    req: &Request,
+) -> Result<Response, WireError> {
+    if answers.try_recv().is_ok() {
+        return Err(WireError::Protocol(
+            "the daemon answered a question it was not asked".into(),
+        ));
+    }
+    let asked = async {
+        w.send(req).await?;
+        answers.recv().await.ok_or(WireError::Closed)
+    };
+    tokio::time::timeout(limits::DECISION_TIMEOUT, asked)
+        .await
+        .map_err(|_| WireError::Timeout(limits::DECISION_TIMEOUT))?
+}
+
+/// Reads every line from the daemon: answers go to the asking task, words on held calls to the
+/// call they name. When the connection ends, every held call is refused.
+async fn read_daemon(
+    mut reader: wire::ConnReader,
+    answers: mpsc::Sender<Response>,
+    held: HeldWaits,
+    dead: Arc<AtomicBool>,
+    session_id: String,
+) {
+    let why = loop {
+        let line = reader.recv().await;
+        match line {
+            Ok(Response::Released {
+                session_id: s,
+                seq,
+                args_digest,
+                verdict,
+                cause,
+                reason,
+            }) => {
+                if !route_word(
+                    &held,
+                    &session_id,
+                    &s,
+                    seq,
+                    &args_digest,
+                    verdict,
+                    &cause,
+                    reason,
+                ) {
+                    break "the daemon sent a word about a call this session did not hold"
+                        .to_string();
+                }
+            }
+            Ok(answer) => {
+                if answers.send(answer).await.is_err() {
+                    break "the relay stopped listening".to_string();
+                }
+            }
+            Err(e) => break e.to_string(),
+        }
+    };
+    refuse_all_held(&held);
+    // Said once, by whichever side notices first; the asking side then finds the link dead.
+    if !dead.swap(true, Ordering::SeqCst) {
+        eprintln!(
+            "holdcall: lost the daemon ({why}); every held and every later tool call in this session will be refused"
+        );
+    }
+}
+
+/// Hands a pushed word to the held call it names. Only a word naming this session, a held call
+/// and that call's argument digest counts; a word with another digest refuses the call it
+/// names, and a word for another session or a call that is not held means the link cannot be
+/// trusted (false).
+#[allow(clippy::too_many_arguments)]
+fn route_word(
+    held: &HeldWaits,
+    session: &str,
+    word_session: &str,
+    seq: i64,
+    digest: &str,
+    verdict: Release,
+    cause: &str,
+    reason: Option<String>,
+) -> bool {
+    if word_session != session {
+        return false;
+    }
+    let Some(waiting) = held.lock().ok().and_then(|mut h| h.remove(&seq)) else {
+        return false;
+    };
+    if waiting.digest != digest {
+        // Dropped: refused as no decision.
+        return true;
+    }
+    let word = match (verdict, Cause::parse(cause)) {
+        (Release::Approved, Some(Cause::Person)) => Word::Approved,
+        (Release::Rejected, Some(Cause::Person)) => {
+            Word::Refused(frame::person_rejected(reason.as_deref()))
+        }
+        (Release::Rejected, Some(Cause::Timeout)) => {
+            Word::Refused(frame::DENIED_APPROVAL_TIMEOUT.into())
+        }
+        (Release::Rejected, Some(Cause::SessionEnded | Cause::ConnectionDropped)) => {
+            Word::Refused(frame::DENIED_APPROVAL_ENDED.into())
+        }
+        (Release::Rejected, Some(Cause::ArgumentsUnknown)) => {
+            Word::Refused(frame::DENIED_ARGUMENTS_UNKNOWN.into())
+        }
+        (Release::Rejected, Some(Cause::OverBudget)) => {
+            Word::Refused(frame::DENIED_OVER_BUDGET.into())
+        }
+        _ => Word::Refused(frame::DENIED_NO_DECISION.into()),
+    };
+    let _ = waiting.tx.send(word);
+    true
 }
 
 /// Calls allowed and forwarded, keyed by the raw bytes of their JSON-RPC id, awaiting the
@@ -246,6 +441,21 @@ impl RetryStates {
 
 type Retries = Arc<Mutex<RetryStates>>;
 
+/// The server's stdin, shared by the client pump and held calls released later; a line is
+/// written whole under the lock, so two lines never interleave. None once closed.
+type ServerInput = Arc<tokio::sync::Mutex<Option<ChildStdin>>>;
+
+/// The raw ids of held calls: another call with one of them is a duplicate.
+type HeldIds = Arc<Mutex<HashSet<Vec<u8>>>>;
+
+/// Writes one whole line to the server; false when it can no longer be written to.
+async fn write_server(input: &ServerInput, line: &[u8]) -> bool {
+    match input.lock().await.as_mut() {
+        Some(w) => w.write_all(line).await.is_ok() && w.flush().await.is_ok(),
+        None => false,
+    }
+}
+
 fn new_session_id() -> String {
     crate::ids::random_hex(16).unwrap_or_else(|_| {
         // Without the kernel's randomness, fall back to time and pid: a session id must be
@@ -289,7 +499,7 @@ pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
             None
         }
     };
-    let link = Link::start(conn);
+    let link = Link::start(conn, session_id.clone());
     if !link.dead.load(Ordering::SeqCst) {
         let started = link
             .ask_in_order(Request::SessionStart {
@@ -361,12 +571,15 @@ pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
         })
     };
 
+    let child_in: ServerInput = Arc::new(tokio::sync::Mutex::new(Some(child_in)));
     let mut pump = ClientPump {
-        child_in: Some(child_in),
+        child_in: Arc::clone(&child_in),
         out_tx,
         dialect: Arc::clone(&dialect),
         in_flight,
         retries,
+        held_ids: Arc::new(Mutex::new(HashSet::new())),
+        held_tasks: Vec::new(),
         link: link.clone(),
         session_id: session_id.clone(),
         seq: 0,
@@ -396,16 +609,17 @@ pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
     }
 
     // Closing the server's stdin is the polite stop; signals follow for a server that ignores it.
-    pump.child_in = None;
+    // A held call approved from now on has no server to go to, and is refused.
+    *child_in.lock().await = None;
     stop_child(&mut child).await;
     let _ = tokio::time::timeout(limits::SERVER_STOP_GRACE, server_task).await;
-    drop(pump);
-    let _ = tokio::time::timeout(limits::SERVER_STOP_GRACE, writer).await;
 
     let version = dialect
         .lock()
         .map(|d| d.version().to_string())
         .unwrap_or_default();
+    // Ending the session rejects the calls still held; the daemon journals each and pushes its
+    // word before it answers, so their refusals reach the client before stdout closes.
     if !link.dead.load(Ordering::SeqCst) {
         let _ = link
             .ask_in_order(Request::SessionEnd {
@@ -413,7 +627,21 @@ pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
                 protocol_version: Some(version),
             })
             .await;
+    } else {
+        refuse_all_held(&link.held);
     }
+    let held_tasks = std::mem::take(&mut pump.held_tasks);
+    for t in held_tasks {
+        let abort = t.abort_handle();
+        if tokio::time::timeout(limits::SERVER_STOP_GRACE, t)
+            .await
+            .is_err()
+        {
+            abort.abort();
+        }
+    }
+    drop(pump);
+    let _ = tokio::time::timeout(limits::SERVER_STOP_GRACE, writer).await;
     let lost = link.lost.load(Ordering::SeqCst);
     if lost > 0 {
         eprintln!(
@@ -544,27 +772,61 @@ fn escaped_len(s: &str) -> usize {
 
 /// What the daemon's answer to call `seq` of `session` means, and whether the link can still be
 /// trusted to pair questions with answers. Only a decision naming this session and this call
-/// counts; anything else is no decision, and an answer for another call poisons the link.
+/// counts (and a `held` one only with its hold); anything else is no decision, and an answer
+/// for another call poisons the link.
 fn verdict_of(answer: Result<Response, WireError>, session: &str, seq: i64) -> (Verdict, bool) {
     match answer {
         Ok(Response::Decision {
             session_id,
             seq: s,
             decision,
+            hold,
             ..
-        }) if session_id == session && s == seq => (decision, true),
+        }) if session_id == session && s == seq => match (decision, hold) {
+            (Verdict::Held, None) => (Verdict::Undecided, false),
+            (d, _) => (d, true),
+        },
         Ok(_) => (Verdict::Undecided, false),
         Err(_) => (Verdict::Undecided, false),
     }
 }
 
+/// How long the relay waits for the word on a call the daemon holds for `timeout_ms`: that
+/// long (never more than the longest timeout config allows) plus a margin.
+fn word_wait(answer_hold_ms: Option<u64>) -> std::time::Duration {
+    let t = std::time::Duration::from_millis(answer_hold_ms.unwrap_or(0))
+        .min(limits::APPROVAL_TIMEOUT_MAX);
+    t + limits::APPROVAL_RELAY_MARGIN
+}
+
+/// Writes the refusal of call `id` to the client through the one stdout writer.
+async fn refuse_to(
+    out_tx: &mpsc::Sender<Vec<u8>>,
+    dialect: &Mutex<Dialect>,
+    id: &[u8],
+    text: &str,
+    requested: Option<&str>,
+) {
+    let version = match requested {
+        Some(v) => v.to_string(),
+        None => dialect
+            .lock()
+            .map(|d| d.version().to_string())
+            .unwrap_or_default(),
+    };
+    let _ = out_tx.send(frame::refusal(id, text, &version)).await;
+}
+
 /// The client→server direction: classify, ask, forward or refuse.
 struct ClientPump {
-    child_in: Option<ChildStdin>,
+    child_in: ServerInput,
     out_tx: mpsc::Sender<Vec<u8>>,
     dialect: Arc<Mutex<Dialect>>,
     in_flight: InFlight,
     retries: Retries,
+    held_ids: HeldIds,
+    /// One task per held call, waiting for its word.
+    held_tasks: Vec<tokio::task::JoinHandle<()>>,
     link: Link,
     session_id: String,
     seq: i64,
@@ -626,10 +888,7 @@ impl ClientPump {
     }
 
     async fn forward(&mut self, line: &[u8]) -> bool {
-        match self.child_in.as_mut() {
-            Some(w) => w.write_all(line).await.is_ok() && w.flush().await.is_ok(),
-            None => false,
-        }
+        write_server(&self.child_in, line).await
     }
 
     fn anomaly(&mut self, anomaly: Anomaly) {
@@ -657,15 +916,71 @@ impl ClientPump {
     /// Writes the refusal of call `id`, shaped for the revision the request names in its
     /// `_meta`, else for the one the session negotiated.
     async fn refuse(&mut self, id: &[u8], text: &str, requested: Option<&str>) {
-        let version = match requested {
-            Some(v) => v.to_string(),
-            None => self
-                .dialect
-                .lock()
-                .map(|d| d.version().to_string())
-                .unwrap_or_default(),
-        };
-        let _ = self.out_tx.send(frame::refusal(id, text, &version)).await;
+        refuse_to(&self.out_tx, &self.dialect, id, text, requested).await;
+    }
+
+    /// Sends a held call to the background: its line waits, with its digest, for the daemon's
+    /// word while the pump goes back to the client at once. Approved, the original bytes go to
+    /// the server; anything else, or no word within the approval timeout and a margin, refuses
+    /// it.
+    #[allow(clippy::too_many_arguments)] // one held call's whole description, used once
+    fn hold(
+        &mut self,
+        line: &[u8],
+        id: Option<Vec<u8>>,
+        word: oneshot::Receiver<Word>,
+        timeout_ms: Option<u64>,
+        requested: Option<String>,
+        seq: i64,
+        remembered: RetryOf,
+    ) {
+        if let (Some(id), Ok(mut ids)) = (&id, self.held_ids.lock()) {
+            ids.insert(id.clone());
+        }
+        let line = line.to_vec();
+        let (out_tx, dialect, in_flight, held_ids, child_in) = (
+            self.out_tx.clone(),
+            Arc::clone(&self.dialect),
+            Arc::clone(&self.in_flight),
+            Arc::clone(&self.held_ids),
+            Arc::clone(&self.child_in),
+        );
+        let wait = word_wait(timeout_ms);
+        self.held_tasks.retain(|t| !t.is_finished());
+        self.held_tasks.push(tokio::spawn(async move {
+            let word = match tokio::time::timeout(wait, word).await {
+                Ok(Ok(w)) => w,
+                _ => Word::Refused(frame::DENIED_NO_DECISION.into()),
+            };
+            if let (Some(id), Ok(mut ids)) = (&id, held_ids.lock()) {
+                ids.remove(id);
+            }
+            let refusal = match word {
+                Word::Approved => {
+                    if let (Some(id), Ok(mut m)) = (&id, in_flight.lock()) {
+                        m.insert(
+                            id.clone(),
+                            Forwarded {
+                                seq,
+                                started: Instant::now(),
+                                call: remembered,
+                            },
+                        );
+                    }
+                    if write_server(&child_in, &line).await {
+                        return;
+                    }
+                    if let (Some(id), Ok(mut m)) = (&id, in_flight.lock()) {
+                        m.remove(id);
+                    }
+                    frame::DENIED_APPROVAL_ENDED.to_string()
+                }
+                Word::Refused(text) => text,
+            };
+            if let Some(id) = id {
+                refuse_to(&out_tx, &dialect, &id, &refusal, requested.as_deref()).await;
+            }
+        }));
     }
 
     async fn tool_call(
@@ -689,11 +1004,13 @@ impl ClientPump {
             return true;
         }
         if let Some(id) = &id {
-            let duplicate = self
-                .in_flight
-                .lock()
-                .map(|m| m.contains_key(id))
-                .unwrap_or(true);
+            let held = self.held_ids.lock().map(|h| h.contains(id)).unwrap_or(true);
+            let duplicate = held
+                || self
+                    .in_flight
+                    .lock()
+                    .map(|m| m.contains_key(id))
+                    .unwrap_or(true);
             if duplicate {
                 // Two calls with one id cannot be told apart in the answers, nor in the journal.
                 self.anomaly(Anomaly::DuplicateId);
@@ -724,6 +1041,7 @@ impl ClientPump {
             Some(_) => (None, true),
             None => (None, false),
         };
+        let word = self.link.expect_word(seq, &digest);
         let answer = self
             .link
             .decide(Request::CallRequest {
@@ -736,10 +1054,19 @@ impl ClientPump {
                 retry_of,
             })
             .await;
+        let timeout_ms = match &answer {
+            Ok(Response::Decision { hold: Some(h), .. }) => Some(h.timeout_ms),
+            _ => None,
+        };
         let (verdict, trusted) = verdict_of(answer, &self.session_id, seq);
         if !trusted {
             self.link.dead.store(true, Ordering::SeqCst);
         }
+        if verdict == Verdict::Held {
+            self.hold(line, id, word, timeout_ms, requested_version, seq, remembered);
+            return true;
+        }
+        self.link.forget_word(seq);
         match verdict {
             Verdict::Allow => {
                 if let Some(id) = id
@@ -760,7 +1087,6 @@ impl ClientPump {
                 if let Some(id) = id {
                     let text = match refused {
                         Verdict::Deny => frame::DENIED_BY_POLICY,
-                        Verdict::Ask => frame::DENIED_ASK_UNAVAILABLE,
                         Verdict::OverBudget => frame::DENIED_OVER_BUDGET,
                         _ => frame::DENIED_NO_DECISION,
                     };
@@ -819,6 +1145,7 @@ mod tests {
             decision,
             policy_id: None,
             reason: String::new(),
+            hold: None,
         })
     }
 
@@ -881,6 +1208,148 @@ mod tests {
         assert_eq!(
             verdict_of(decision("s", 3, Verdict::Undecided), "s", 3),
             (Verdict::Undecided, true)
+        );
+    }
+
+    fn waiting(seq: i64, digest: &str) -> (HeldWaits, oneshot::Receiver<Word>) {
+        let held: HeldWaits = Arc::new(Mutex::new(HashMap::new()));
+        let (tx, rx) = oneshot::channel();
+        held.lock().unwrap().insert(
+            seq,
+            Waiting {
+                digest: digest.into(),
+                tx,
+            },
+        );
+        (held, rx)
+    }
+
+    #[test]
+    fn a_word_naming_this_session_the_held_call_and_its_digest_releases_it() {
+        let (held, mut rx) = waiting(2, "d");
+        assert!(route_word(
+            &held,
+            "s",
+            "s",
+            2,
+            "d",
+            Release::Approved,
+            "person",
+            None
+        ));
+        assert_eq!(rx.try_recv().unwrap(), Word::Approved);
+    }
+
+    #[test]
+    fn a_word_with_another_digest_refuses_the_call_it_names() {
+        let (held, mut rx) = waiting(2, "d");
+        assert!(route_word(
+            &held,
+            "s",
+            "s",
+            2,
+            "e",
+            Release::Approved,
+            "person",
+            None
+        ));
+        assert!(rx.try_recv().is_err(), "no word: the call is refused");
+        assert!(held.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_word_for_another_session_or_a_call_not_held_poisons_the_link() {
+        let (held, _rx) = waiting(2, "d");
+        assert!(!route_word(
+            &held,
+            "s",
+            "t",
+            2,
+            "d",
+            Release::Approved,
+            "person",
+            None
+        ));
+        assert!(!route_word(
+            &held,
+            "s",
+            "s",
+            3,
+            "d",
+            Release::Approved,
+            "person",
+            None
+        ));
+    }
+
+    #[test]
+    fn each_cause_gets_its_own_refusal_and_an_approval_not_by_a_person_is_no_decision() {
+        let cases = [
+            (Release::Rejected, "person", Some("no"), "Their reason: no"),
+            (Release::Rejected, "timeout", None, "nobody decided in time"),
+            (Release::Rejected, "session-ended", None, "session ended"),
+            (
+                Release::Rejected,
+                "connection-dropped",
+                None,
+                "session ended",
+            ),
+            (
+                Release::Rejected,
+                "arguments-unknown",
+                None,
+                "too large to show",
+            ),
+            (
+                Release::Undecided,
+                "person",
+                None,
+                "could not get a decision",
+            ),
+            (
+                Release::Approved,
+                "timeout",
+                None,
+                "could not get a decision",
+            ),
+            (Release::Rejected, "whim", None, "could not get a decision"),
+        ];
+        for (verdict, cause, reason, text) in cases {
+            let (held, mut rx) = waiting(1, "d");
+            assert!(route_word(
+                &held,
+                "s",
+                "s",
+                1,
+                "d",
+                verdict,
+                cause,
+                reason.map(String::from)
+            ));
+            match rx.try_recv().unwrap() {
+                Word::Refused(t) => assert!(t.contains(text), "{cause}: {t}"),
+                Word::Approved => panic!("{cause} approved"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_held_answer_without_its_hold_is_no_decision() {
+        assert_eq!(
+            verdict_of(decision("s", 3, Verdict::Held), "s", 3),
+            (Verdict::Undecided, false)
+        );
+    }
+
+    #[test]
+    fn the_wait_for_a_word_is_bounded_by_the_longest_timeout_plus_the_margin() {
+        assert_eq!(
+            word_wait(Some(1000)),
+            std::time::Duration::from_secs(1) + limits::APPROVAL_RELAY_MARGIN
+        );
+        assert_eq!(
+            word_wait(Some(u64::MAX)),
+            limits::APPROVAL_TIMEOUT_MAX + limits::APPROVAL_RELAY_MARGIN
         );
     }
 

@@ -96,6 +96,20 @@ pub enum Request {
     Status,
     #[serde(rename = "daemon.shutdown")]
     Shutdown,
+    /// The calls held for a person, with their arguments (`holdcall approve`).
+    #[serde(rename = "approval.list")]
+    ApprovalList,
+    /// The held calls now, then one pushed `approval.held` line per call held later, until the
+    /// connection closes (`holdcall approve --watch`).
+    #[serde(rename = "approval.watch")]
+    ApprovalWatch,
+    /// A person's word on one held call: approve it, or reject it with an optional reason.
+    #[serde(rename = "approval.decide")]
+    ApprovalDecide {
+        id: String,
+        approve: bool,
+        reason: Option<String>,
+    },
 }
 
 impl Request {
@@ -118,7 +132,9 @@ impl Request {
 pub enum Verdict {
     Allow,
     Deny,
-    Ask,
+    /// A rule says a person decides: the call is held in the daemon, and its final word comes
+    /// later as a pushed [`Response::Released`]. The relay keeps pumping meanwhile.
+    Held,
     /// The daemon could not decide (for example, the journal could not be written).
     Undecided,
     /// The rules allowed the call, but a budget had no room left.
@@ -140,7 +156,31 @@ pub enum Response {
         decision: Verdict,
         policy_id: Option<String>,
         reason: String,
+        /// Present exactly when `decision` is `held`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hold: Option<HoldTicket>,
     },
+    /// Pushed, unasked, on a relay's connection: the final word on a held call. It names the
+    /// call by session, seq and argument digest, all three of which the relay checks.
+    #[serde(rename = "call.released")]
+    Released {
+        session_id: String,
+        seq: i64,
+        args_digest: String,
+        verdict: Release,
+        /// Why: `person`, `timeout`, `session-ended`, `connection-dropped`,
+        /// `arguments-unknown` (see `approval::Cause`).
+        cause: String,
+        /// The person's reason for a rejection, if they gave one.
+        reason: Option<String>,
+    },
+    #[serde(rename = "approval.list")]
+    HeldCalls { calls: Vec<HeldCall> },
+    /// Pushed to a watching management connection when a call is held.
+    #[serde(rename = "approval.held")]
+    HeldNew { call: HeldCall },
+    #[serde(rename = "approval.decided")]
+    Decided { message: String, chain_seq: i64 },
     #[serde(rename = "policy.changed")]
     PolicyChanged {
         message: String,
@@ -179,6 +219,42 @@ pub enum Response {
         entries: Option<i64>,
         durability: String,
     },
+}
+
+/// What the relay learns when its call is held.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HoldTicket {
+    pub id: String,
+    /// How long the daemon will wait for a person before rejecting the call (milliseconds).
+    pub timeout_ms: u64,
+}
+
+/// The final word on a held call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Release {
+    Approved,
+    Rejected,
+    /// The word could not be recorded in the journal, so it is no word: refused.
+    Undecided,
+}
+
+/// One held call as `holdcall approve` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HeldCall {
+    pub id: String,
+    pub session_id: String,
+    pub seq: i64,
+    pub agent: Option<String>,
+    pub connector: String,
+    pub tool: String,
+    pub args_digest: String,
+    /// The exact `params.arguments` text (None when the call had none).
+    pub arguments: Option<String>,
+    pub policy_id: Option<String>,
+    pub reason: String,
+    pub age_ms: u64,
+    pub left_ms: u64,
 }
 
 /// One policy in force, as `holdcall policy list` shows it.
@@ -314,21 +390,78 @@ impl Conn {
     }
 
     async fn call_inner(&mut self, req: &Request) -> Result<Response, WireError> {
-        let mut line = serde_json::to_vec(req).map_err(|e| WireError::Protocol(e.to_string()))?;
-        line.push(b'\n');
-        if line.len() > limits::SOCKET_LINE_BYTES_MAX {
-            return Err(WireError::Protocol(format!(
-                "request of {} bytes is over the {} byte socket limit",
-                line.len(),
-                limits::SOCKET_LINE_BYTES_MAX
-            )));
-        }
+        let line = request_line(req)?;
         self.writer.write_all(&line).await?;
         match self.reader.read_line(limits::SOCKET_LINE_BYTES_MAX).await? {
             None => Err(WireError::Closed),
             Some(l) => serde_json::from_slice(&l).map_err(|e| WireError::Protocol(e.to_string())),
         }
     }
+}
+
+impl Conn {
+    /// Reads the next line the daemon sends, however long it takes (pushed lines arrive
+    /// unasked). Closed when the daemon closes the connection.
+    pub async fn recv(&mut self) -> Result<Response, WireError> {
+        match self.reader.read_line(limits::SOCKET_LINE_BYTES_MAX).await? {
+            None => Err(WireError::Closed),
+            Some(l) => serde_json::from_slice(&l).map_err(|e| WireError::Protocol(e.to_string())),
+        }
+    }
+
+    /// Splits the connection so one task can read every line (answers and pushed words) while
+    /// another writes requests.
+    pub fn into_split(self) -> (ConnReader, ConnWriter) {
+        (
+            ConnReader {
+                reader: self.reader,
+            },
+            ConnWriter {
+                writer: self.writer,
+            },
+        )
+    }
+}
+
+/// The reading half of a split [`Conn`].
+pub struct ConnReader {
+    reader: peer::CheckedReader,
+}
+
+impl ConnReader {
+    /// The next line from the daemon; Closed at end of stream.
+    pub async fn recv(&mut self) -> Result<Response, WireError> {
+        match self.reader.read_line(limits::SOCKET_LINE_BYTES_MAX).await? {
+            None => Err(WireError::Closed),
+            Some(l) => serde_json::from_slice(&l).map_err(|e| WireError::Protocol(e.to_string())),
+        }
+    }
+}
+
+/// The writing half of a split [`Conn`].
+pub struct ConnWriter {
+    writer: OwnedWriteHalf,
+}
+
+impl ConnWriter {
+    pub async fn send(&mut self, req: &Request) -> Result<(), WireError> {
+        let line = request_line(req)?;
+        self.writer.write_all(&line).await?;
+        Ok(())
+    }
+}
+
+fn request_line(req: &Request) -> Result<Vec<u8>, WireError> {
+    let mut line = serde_json::to_vec(req).map_err(|e| WireError::Protocol(e.to_string()))?;
+    line.push(b'\n');
+    if line.len() > limits::SOCKET_LINE_BYTES_MAX {
+        return Err(WireError::Protocol(format!(
+            "request of {} bytes is over the {} byte socket limit",
+            line.len(),
+            limits::SOCKET_LINE_BYTES_MAX
+        )));
+    }
+    Ok(line)
 }
 
 /// What is listening on a home's socket, found without starting anything and without sending

@@ -32,7 +32,7 @@ fn decided(env: &Env, tool: &str, args: &str) -> String {
     let mut r = env.relay("demo");
     r.handshake();
     r.send(&call("7", tool, args));
-    let v = r.recv_json();
+    let v = answer_rejecting_held(env, &mut r);
     r.finish();
     let rows = journal_rows(&env.db());
     let last = rows

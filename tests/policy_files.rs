@@ -34,7 +34,7 @@ fn refused(env: &Env, tool: &str, args: &str) -> bool {
     let mut r = env.relay("demo");
     r.handshake();
     r.send(&call("7", tool, args));
-    let v = r.recv_json();
+    let v = answer_rejecting_held(env, &mut r);
     r.finish();
     is_refusal(&v)
 }

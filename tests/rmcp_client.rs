@@ -362,3 +362,129 @@ async fn an_rmcp_client_through_the_relay_to_the_demo_server_sees_what_it_sees_d
  {
     through_the_relay_as_directly("demo", Server::demo, "2026-07-28").await;
 }
+
+/// `holdcall approve --watch --json` under tokio: the next held call it prints.
+async fn next_held(
+    lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+) -> Value {
+    let line = within("a held call", lines.next_line())
+        .await
+        .unwrap()
+        .expect("the watch printed a held call");
+    serde_json::from_str(&line).unwrap()
+}
+
+/// Acceptance 1 of approval, through a real client: the rmcp client's call is held; while it
+/// is held the same client's ping is answered; a person, running `holdcall approve` at the
+/// same time, sees the exact arguments and approves; the server then receives the bytes the
+/// person saw. A second call is rejected and comes back as the person-rejected tool error.
+#[tokio::test]
+async fn an_rmcp_client_call_held_for_a_person_is_approved_by_a_concurrent_holdcall_approve_and_the_server_gets_the_original_bytes()
+ {
+    use tokio::io::AsyncBufReadExt;
+    let env = Env::new();
+    env.ok(&["policy", "ask", "echo"]);
+    let mut watch = tokio::process::Command::new(Env::bin())
+        .args(["approve", "--watch", "--json"])
+        .env("HOLDCALL_HOME", env.home())
+        .env("XDG_RUNTIME_DIR", env.dir.path().join("run"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut held = tokio::io::BufReader::new(watch.stdout.take().unwrap()).lines();
+
+    let record = env.dir.path().join("relay.record");
+    let (client, gone) = relayed(&env, "demo", &Server::demo(&record)).await;
+    let client = std::sync::Arc::new(client);
+    let text = "caf\u{e9} \u{202e}txt.exe \"quoted\"";
+    let call = {
+        let client = std::sync::Arc::clone(&client);
+        tokio::spawn(async move {
+            client
+                .call_tool(call_params("echo", json!({ "text": text })))
+                .await
+        })
+    };
+    let first = next_held(&mut held).await;
+    // While the call is held, the same session still answers.
+    let ping = within(
+        "ping while a call is held",
+        client.send_request(ClientRequest::PingRequest(PingRequest::default())),
+    )
+    .await
+    .unwrap();
+    assert!(matches!(ping, ServerResult::EmptyResult(_)), "{ping:?}");
+
+    let id = first["id"].as_str().unwrap().to_string();
+    let arguments = first["arguments"].as_str().unwrap().to_string();
+    let listing = env.ok(&["approve"]);
+    assert!(
+        listing.contains(&format!(
+            "  arguments  {}\n",
+            holdcall::approval::visible(&arguments)
+        )),
+        "{listing}"
+    );
+    assert!(listing.contains("\\u{202e}txt.exe"), "{listing}");
+    assert!(listing.contains("U+00E9"), "{listing}");
+    let approve = tokio::process::Command::new(Env::bin())
+        .args(["approve", &id])
+        .env("HOLDCALL_HOME", env.home())
+        .env("XDG_RUNTIME_DIR", env.dir.path().join("run"))
+        .output()
+        .await
+        .unwrap();
+    assert!(approve.status.success(), "{approve:?}");
+    let result = within("the approved call", call).await.unwrap().unwrap();
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    assert_eq!(text_of(&result), format!("Echo: {text}"));
+    let read = lines(&record);
+    let echo: Vec<&String> = read
+        .iter()
+        .filter(|l| l.contains(r#""name":"echo""#))
+        .collect();
+    assert_eq!(echo.len(), 1, "{read:#?}");
+    assert!(
+        echo[0].contains(&format!(r#""arguments":{arguments}"#)),
+        "the server read {} but the person saw {arguments}",
+        echo[0]
+    );
+
+    let second = {
+        let client = std::sync::Arc::clone(&client);
+        tokio::spawn(async move {
+            client
+                .call_tool(call_params("echo", json!({"text": "no"})))
+                .await
+        })
+    };
+    let held_second = next_held(&mut held).await;
+    env.ok(&[
+        "reject",
+        held_second["id"].as_str().unwrap(),
+        "--reason",
+        "not now",
+    ]);
+    let rejected = within("the rejected call", second).await.unwrap().unwrap();
+    assert_eq!(rejected.is_error, Some(true), "{rejected:?}");
+    assert!(text_of(&rejected).contains("a person looked at it and rejected it"));
+    assert!(text_of(&rejected).ends_with("Their reason: not now"));
+
+    let client = std::sync::Arc::into_inner(client).expect("no other handle");
+    within("closing", client.cancel()).await.unwrap();
+    wait_for_exit(&env, gone).await;
+    let decided: Vec<(Value, Value)> = journal_rows(&env.db())
+        .into_iter()
+        .filter(|e| e["kind"] == "call.approval")
+        .map(|e| (e["decision"].clone(), e["reason"].clone()))
+        .collect();
+    assert_eq!(
+        decided,
+        [
+            (json!("approved"), json!("person")),
+            (json!("rejected"), json!("person"))
+        ]
+    );
+}

@@ -316,7 +316,8 @@ impl Relay {
     }
 
     /// Sends a ping with `id` and waits for its answer. Since the relay handles client lines in
-    /// order, everything sent before it has been forwarded or refused once the answer arrives.
+    /// order, everything sent before it has been forwarded, refused or held for a person once
+    /// the answer arrives.
     /// Returns the lines that arrived before the ping's answer.
     pub fn barrier(&mut self, id: u64) -> Vec<String> {
         self.send(format!(r#"{{"jsonrpc":"2.0","id":"barrier-{id}","method":"ping"}}"#).as_bytes());
@@ -394,4 +395,19 @@ pub fn journal_rows(db: &Path) -> Vec<serde_json::Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
+}
+
+/// The answer to the one call just sent through `r`. A call an `ask` rule holds for a person
+/// has no answer until someone decides: it is found with `holdcall approve --json` and
+/// rejected, as a person would, so its refusal comes back.
+pub fn answer_rejecting_held(env: &Env, r: &mut Relay) -> serde_json::Value {
+    let before = r.barrier(u64::MAX);
+    if let Some(line) = before.first() {
+        return serde_json::from_str(line).unwrap();
+    }
+    let held = env.ok(&["approve", "--json"]);
+    let call: serde_json::Value =
+        serde_json::from_str(held.lines().next().expect("the call is held")).unwrap();
+    env.ok(&["reject", call["id"].as_str().unwrap()]);
+    r.recv_json()
 }

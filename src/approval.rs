@@ -1,0 +1,519 @@
+//! Calls held for a person: the daemon's in-memory registry of held calls, what binds a
+//! person's word to one call, and how a call's real arguments are shown to that person.
+//!
+//! Owns: the held calls (bound to session, seq and the SHA-256 of the exact argument bytes),
+//! resolving each exactly once (the first of person, timeout, session end or connection drop
+//! wins), and [`visible`], the one rendering of argument text a person decides on. Must never:
+//! journal or push anything itself (the daemon does, after taking a hold out of the registry),
+//! summarise or truncate what a person is shown, or let one hold's word reach another call.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::task::AbortHandle;
+
+use crate::limits;
+use crate::wire::HeldCall;
+
+/// Why a held call was resolved; journaled as the `reason` of its `call.approval` entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// A person approved or rejected it on the command line.
+    Person,
+    /// Nobody decided within the approval timeout.
+    Timeout,
+    /// The relay ended the session (or the daemon stopped) while it was held.
+    SessionEnded,
+    /// The relay's connection to the daemon closed while it was held.
+    ConnectionDropped,
+    /// Its arguments were too large to send to the daemon, so no person could check them.
+    ArgumentsUnknown,
+    /// A person approved it, but a budget of its session had no room left by then.
+    OverBudget,
+}
+
+impl Cause {
+    pub const ALL: [Cause; 6] = [
+        Cause::Person,
+        Cause::Timeout,
+        Cause::SessionEnded,
+        Cause::ConnectionDropped,
+        Cause::ArgumentsUnknown,
+        Cause::OverBudget,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::Person => "person",
+            Cause::Timeout => "timeout",
+            Cause::SessionEnded => "session-ended",
+            Cause::ConnectionDropped => "connection-dropped",
+            Cause::ArgumentsUnknown => "arguments-unknown",
+            Cause::OverBudget => "over-budget",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Cause> {
+        Cause::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+
+    /// In words, for `holdcall log` and the CLI.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Cause::Person => "by a person",
+            Cause::Timeout => "nobody decided in time",
+            Cause::SessionEnded => "the session ended while it was held",
+            Cause::ConnectionDropped => "the relay's connection dropped while it was held",
+            Cause::ArgumentsUnknown => "its arguments were too large to show to a person",
+            Cause::OverBudget => "a person approved it, but its session's budget had no room left",
+        }
+    }
+}
+
+/// One call held for a person, and everything its final word needs.
+#[derive(Debug)]
+pub struct Hold {
+    pub id: String,
+    /// The daemon connection that asked; only it hears the word.
+    pub conn: u64,
+    pub session_id: String,
+    pub seq: i64,
+    pub agent: Option<String>,
+    pub connector: String,
+    pub tool: String,
+    pub args_digest: String,
+    pub arguments: Option<String>,
+    pub policy_id: Option<String>,
+    pub reason: String,
+    pub held_at: Instant,
+    pub deadline: Instant,
+    /// The asking connection's outgoing lines, for the pushed word.
+    pub push: UnboundedSender<Vec<u8>>,
+    /// The timeout task, stopped when another cause wins.
+    pub timer: Option<AbortHandle>,
+}
+
+impl Hold {
+    pub fn listed(&self, now: Instant) -> HeldCall {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        HeldCall {
+            id: self.id.clone(),
+            session_id: self.session_id.clone(),
+            seq: self.seq,
+            agent: self.agent.clone(),
+            connector: self.connector.clone(),
+            tool: self.tool.clone(),
+            args_digest: self.args_digest.clone(),
+            arguments: self.arguments.clone(),
+            policy_id: self.policy_id.clone(),
+            reason: self.reason.clone(),
+            age_ms: ms(now.saturating_duration_since(self.held_at)),
+            left_ms: ms(self.deadline.saturating_duration_since(now)),
+        }
+    }
+}
+
+/// The registry is full (`limits::HELD_CALLS_MAX`).
+#[derive(Debug)]
+pub struct Full;
+
+/// Every call held right now, and the management connections watching for new ones.
+#[derive(Debug, Default)]
+pub struct Registry {
+    holds: Mutex<HashMap<String, Hold>>,
+    watchers: Mutex<Vec<UnboundedSender<Vec<u8>>>>,
+}
+
+impl Registry {
+    /// Adds a hold and tells every watcher; a full registry refuses it.
+    pub fn insert(&self, hold: Hold) -> Result<(), Full> {
+        let line = {
+            let Ok(mut holds) = self.holds.lock() else {
+                return Err(Full);
+            };
+            if holds.len() >= limits::HELD_CALLS_MAX || holds.contains_key(&hold.id) {
+                return Err(Full);
+            }
+            let line = pushed_line(&crate::wire::Response::HeldNew {
+                call: hold.listed(Instant::now()),
+            });
+            holds.insert(hold.id.clone(), hold);
+            line
+        };
+        if let (Some(line), Ok(mut w)) = (line, self.watchers.lock()) {
+            w.retain(|tx| tx.send(line.clone()).is_ok());
+        }
+        Ok(())
+    }
+
+    /// True when no more calls can be held (`limits::HELD_CALLS_MAX`).
+    pub fn is_full(&self) -> bool {
+        self.holds
+            .lock()
+            .map(|h| h.len() >= limits::HELD_CALLS_MAX)
+            .unwrap_or(true)
+    }
+
+    /// Sets the timer of a hold still held.
+    pub fn set_timer(&self, id: &str, timer: AbortHandle) {
+        match self.holds.lock() {
+            Ok(mut h) => match h.get_mut(id) {
+                Some(hold) => hold.timer = Some(timer),
+                None => timer.abort(),
+            },
+            Err(_) => timer.abort(),
+        }
+    }
+
+    /// Takes the hold out: whoever takes it resolves it, and nobody else can.
+    pub fn take(&self, id: &str) -> Option<Hold> {
+        let hold = self.holds.lock().ok()?.remove(id)?;
+        if let Some(t) = &hold.timer {
+            t.abort();
+        }
+        Some(hold)
+    }
+
+    /// Takes the hold out for its own timer, which must not stop itself: it goes on to journal
+    /// and push the timeout.
+    pub fn take_expired(&self, id: &str) -> Option<Hold> {
+        self.holds.lock().ok()?.remove(id)
+    }
+
+    /// Takes every hold `pred` selects (a session's, a connection's, all of them).
+    pub fn take_where(&self, pred: impl Fn(&Hold) -> bool) -> Vec<Hold> {
+        let Ok(mut holds) = self.holds.lock() else {
+            return Vec::new();
+        };
+        let ids: Vec<String> = holds
+            .values()
+            .filter(|h| pred(h))
+            .map(|h| h.id.clone())
+            .collect();
+        let mut out: Vec<Hold> = ids.iter().filter_map(|id| holds.remove(id)).collect();
+        for h in &out {
+            if let Some(t) = &h.timer {
+                t.abort();
+            }
+        }
+        out.sort_by_key(|h| (h.held_at, h.seq));
+        out
+    }
+
+    /// The held calls, oldest first.
+    pub fn list(&self) -> Vec<HeldCall> {
+        let now = Instant::now();
+        let mut calls: Vec<(Instant, HeldCall)> = self
+            .holds
+            .lock()
+            .map(|h| h.values().map(|x| (x.held_at, x.listed(now))).collect())
+            .unwrap_or_default();
+        calls.sort_by_key(|(t, c)| (*t, c.seq));
+        calls.into_iter().map(|(_, c)| c).collect()
+    }
+
+    /// Subscribes a management connection to new holds.
+    pub fn watch(&self, tx: UnboundedSender<Vec<u8>>) {
+        if let Ok(mut w) = self.watchers.lock() {
+            w.push(tx);
+        }
+    }
+}
+
+/// A response as one socket line.
+pub fn pushed_line(resp: &crate::wire::Response) -> Option<Vec<u8>> {
+    let mut v = serde_json::to_vec(resp).ok()?;
+    v.push(b'\n');
+    Some(v)
+}
+
+/// A fresh hold id: 12 lowercase hex characters from the kernel's random source.
+pub fn new_hold_id() -> std::io::Result<String> {
+    crate::ids::random_hex(6)
+}
+
+/// True for a character that must never be shown as itself: it is invisible, looks like a
+/// space, moves or reorders text, or is not meant for display. Such a character could make a
+/// person read arguments other than the ones they approve.
+pub fn hidden(c: char) -> bool {
+    c.is_control() // C0, DEL, C1
+        || (c.is_whitespace() && c != ' ')
+        || matches!(c,
+            '\u{ad}'                      // soft hyphen
+            | '\u{34f}'                   // combining grapheme joiner
+            | '\u{61c}'                   // Arabic letter mark
+            | '\u{115f}' | '\u{1160}' | '\u{3164}' | '\u{ffa0}' // Hangul fillers
+            | '\u{17b4}' | '\u{17b5}'     // Khmer inherent vowels
+            | '\u{180b}'..='\u{180f}'     // Mongolian variation selectors, vowel separator
+            | '\u{200b}'..='\u{200f}'     // zero widths, LRM, RLM
+            | '\u{2028}'..='\u{202e}'     // line/paragraph separators, bidi embeddings/overrides
+            | '\u{2060}'..='\u{206f}'     // word joiner, invisible operators, bidi isolates
+            | '\u{fe00}'..='\u{fe0f}'     // variation selectors
+            | '\u{feff}'                  // zero width no-break space, BOM
+            | '\u{fff9}'..='\u{fffb}'     // interlinear annotation
+            | '\u{1d173}'..='\u{1d17a}'   // musical formatting
+            | '\u{e0000}'..='\u{e007f}'   // tag characters
+            | '\u{e0100}'..='\u{e01ef}'   // variation selectors supplement
+            | '\u{e000}'..='\u{f8ff}'     // private use
+            | '\u{f0000}'..='\u{10ffff}'  // supplementary private use
+        )
+        || (c as u32 & 0xfffe) == 0xfffe // noncharacters
+        || ('\u{fdd0}'..='\u{fdef}').contains(&c)
+}
+
+/// `text` with every byte shown as itself: printable ASCII and visible non-ASCII characters as
+/// they are, every [`hidden`] character as `\u{…}` (hex code point). Valid JSON never contains
+/// the text `\u{` (JSON's own escape is `\uXXXX`, and a backslash in a string is `\\`), so an
+/// escape shown here can never be mistaken for argument text. Nothing is dropped, summarised
+/// or shortened.
+pub fn visible(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if hidden(c) {
+            // Writing to a String cannot fail.
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The note beside [`visible`] text that flags every non-ASCII character shown as itself, so a
+/// lookalike (Cyrillic `а` for Latin `a`) cannot pass unseen: each distinct one as `U+XXXX`,
+/// in order of first appearance. None when every shown character is ASCII.
+pub fn non_ascii_note(text: &str) -> Option<String> {
+    let mut seen: Vec<char> = Vec::new();
+    for c in text.chars() {
+        if !c.is_ascii() && !hidden(c) && !seen.contains(&c) {
+            seen.push(c);
+        }
+    }
+    if seen.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = seen
+        .iter()
+        .map(|c| format!("U+{:04X} {c}", *c as u32))
+        .collect();
+    Some(format!(
+        "non-ASCII characters shown as themselves: {}",
+        list.join(", ")
+    ))
+}
+
+/// Checks a person's rejection reason: at most `limits::APPROVAL_REASON_BYTES_MAX` bytes, and
+/// no character [`visible`] would have to escape (the reason reaches the journal and the model).
+pub fn check_reason(reason: &str) -> Result<(), String> {
+    if reason.len() > limits::APPROVAL_REASON_BYTES_MAX {
+        return Err(format!(
+            "the reason is {} bytes; at most {} are kept",
+            reason.len(),
+            limits::APPROVAL_REASON_BYTES_MAX
+        ));
+    }
+    if let Some(c) = reason.chars().find(|c| hidden(*c)) {
+        return Err(format!(
+            "the reason contains the invisible or control character U+{:04X}; write it on one line of visible text",
+            c as u32
+        ));
+    }
+    Ok(())
+}
+
+/// A hold id as `holdcall approve ID` takes it: 12 lowercase hex characters.
+pub fn valid_hold_id(id: &str) -> bool {
+    id.len() == 12
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// One held call as a person reads it before deciding: who, what, how long is left, and the
+/// arguments in full through [`visible`], with the [`non_ascii_note`] under them.
+pub fn render(c: &HeldCall) -> String {
+    let mut out = String::new();
+    let agent = match &c.agent {
+        Some(a) => visible(a),
+        None => "(unenrolled)".to_string(),
+    };
+    let _ = writeln!(out, "held call {}", visible(&c.id));
+    let _ = writeln!(out, "  agent      {agent}");
+    let _ = writeln!(out, "  connector  {}", visible(&c.connector));
+    let _ = writeln!(out, "  tool       {}", visible(&c.tool));
+    let _ = writeln!(
+        out,
+        "  held       {} ago, {} left",
+        short_duration(c.age_ms),
+        short_duration(c.left_ms)
+    );
+    let _ = writeln!(
+        out,
+        "  rule       {} {}",
+        visible(c.policy_id.as_deref().unwrap_or("-")),
+        visible(&c.reason)
+    );
+    let _ = writeln!(
+        out,
+        "  call       {} of session {}",
+        c.seq,
+        visible(&c.session_id)
+    );
+    let _ = writeln!(out, "  sha256     {}", visible(&c.args_digest));
+    match &c.arguments {
+        Some(a) => {
+            let _ = writeln!(out, "  arguments  {}", visible(a));
+            if let Some(note) = non_ascii_note(a) {
+                let _ = writeln!(out, "             ({note})");
+            }
+        }
+        None => {
+            let _ = writeln!(out, "  arguments  (none)");
+        }
+    }
+    out
+}
+
+/// A duration for people: `1m57s`, `4s`.
+pub fn short_duration(ms: u64) -> String {
+    let s = ms / 1000;
+    match (s / 3600, (s % 3600) / 60, s % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m{s:02}s"),
+        (h, m, s) => format!("{h}h{m:02}m{s:02}s"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printable_ascii_is_shown_as_itself() {
+        let t = r#"{"path":"/etc/passwd","n":[1,2.5,true,null]}"#;
+        assert_eq!(visible(t), t);
+        assert_eq!(non_ascii_note(t), None);
+    }
+
+    #[test]
+    fn controls_whitespace_other_than_space_and_del_are_escapes() {
+        assert_eq!(visible("a\tb\nc\rd"), "a\\u{9}b\\u{a}c\\u{d}d");
+        assert_eq!(
+            visible("\u{0}\u{1b}[2J\u{7f}\u{85}"),
+            "\\u{0}\\u{1b}[2J\\u{7f}\\u{85}"
+        );
+        assert_eq!(visible("a\u{a0}b\u{3000}c"), "a\\u{a0}b\\u{3000}c");
+    }
+
+    #[test]
+    fn bidi_overrides_isolates_zero_widths_and_tags_are_escapes() {
+        for c in [
+            '\u{202a}',
+            '\u{202e}',
+            '\u{2066}',
+            '\u{2069}',
+            '\u{200b}',
+            '\u{200f}',
+            '\u{feff}',
+            '\u{2028}',
+            '\u{2029}',
+            '\u{e0041}',
+            '\u{e007f}',
+            '\u{ad}',
+            '\u{2060}',
+        ] {
+            let shown = visible(&format!("x{c}y"));
+            assert_eq!(shown, format!("x\\u{{{:x}}}y", c as u32));
+        }
+    }
+
+    #[test]
+    fn non_ascii_letters_are_shown_as_themselves_and_flagged() {
+        let t = "café раy é";
+        assert_eq!(visible(t), t);
+        assert_eq!(
+            non_ascii_note(t).unwrap(),
+            "non-ASCII characters shown as themselves: U+00E9 é, U+0440 р, U+0430 а"
+        );
+    }
+
+    #[test]
+    fn nothing_is_truncated_however_long() {
+        let t = "a".repeat(100_000) + "\u{202e}";
+        assert_eq!(visible(&t).len(), 100_000 + "\\u{202e}".len());
+    }
+
+    #[test]
+    fn a_reason_with_a_control_or_invisible_character_or_too_long_is_refused() {
+        assert!(check_reason("not this file, use /tmp").is_ok());
+        assert!(check_reason("a\nb").is_err());
+        assert!(check_reason("a\u{202e}b").is_err());
+        assert!(check_reason(&"x".repeat(limits::APPROVAL_REASON_BYTES_MAX + 1)).is_err());
+        assert!(check_reason(&"x".repeat(limits::APPROVAL_REASON_BYTES_MAX)).is_ok());
+    }
+
+    #[test]
+    fn every_cause_round_trips_through_its_string() {
+        for c in Cause::ALL {
+            assert_eq!(Cause::parse(c.as_str()), Some(c));
+        }
+        assert_eq!(Cause::parse("rule"), None);
+    }
+
+    #[test]
+    fn hold_ids_are_twelve_lowercase_hex_characters() {
+        let id = new_hold_id().unwrap();
+        assert!(valid_hold_id(&id), "{id}");
+        assert!(!valid_hold_id("ABCDEF012345"));
+        assert!(!valid_hold_id("abc"));
+    }
+
+    #[test]
+    fn durations_read_as_minutes_and_seconds() {
+        assert_eq!(short_duration(4_200), "4s");
+        assert_eq!(short_duration(117_000), "1m57s");
+        assert_eq!(short_duration(3_723_000), "1h02m03s");
+    }
+
+    fn hold(id: &str, session: &str, seq: i64) -> Hold {
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        Hold {
+            id: id.into(),
+            conn: 1,
+            session_id: session.into(),
+            seq,
+            agent: None,
+            connector: "c".into(),
+            tool: "t".into(),
+            args_digest: "d".into(),
+            arguments: None,
+            policy_id: None,
+            reason: String::new(),
+            held_at: Instant::now(),
+            deadline: Instant::now() + Duration::from_secs(1),
+            push: tx,
+            timer: None,
+        }
+    }
+
+    #[test]
+    fn a_hold_is_taken_once() {
+        let r = Registry::default();
+        r.insert(hold("aaaaaaaaaaaa", "s", 1)).unwrap();
+        assert!(r.take("aaaaaaaaaaaa").is_some());
+        assert!(r.take("aaaaaaaaaaaa").is_none());
+    }
+
+    #[test]
+    fn taking_a_sessions_holds_leaves_the_others() {
+        let r = Registry::default();
+        r.insert(hold("aaaaaaaaaaaa", "s", 1)).unwrap();
+        r.insert(hold("bbbbbbbbbbbb", "t", 1)).unwrap();
+        let taken = r.take_where(|h| h.session_id == "s");
+        assert_eq!(taken.len(), 1);
+        assert_eq!(r.list().len(), 1);
+    }
+}
