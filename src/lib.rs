@@ -9,6 +9,7 @@
 //! - `relay`: `holdcall serve`, the stdio pump between client and server; the only stdout writer.
 //! - `wire`: the daemon socket's messages, bounded reads, and verified dialing.
 //! - `peer`: who is on the other end of a socket, by the kernel's word.
+//! - `agents`: enrolled client programs, and which one launched a relay (its parent's image).
 //! - `daemon`: sessions, the decision service, and the single writer of the database.
 //! - `context`: the Cedar context of a call (arguments mapped without JSON escapes, time). No I/O.
 //! - `policy`: Cedar: compile, validate, evaluate, the precedence wrapper, explain. No I/O.
@@ -20,6 +21,7 @@
 //! - `demo`: `holdcall demo` and the built-in demo server.
 //! - `bench`: the hidden `holdcall bench-decisions`, which times decisions as a relay asks them.
 
+pub mod agents;
 pub mod bench;
 pub mod cli;
 pub mod config;

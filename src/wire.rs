@@ -83,6 +83,14 @@ pub enum Request {
     Status,
     #[serde(rename = "daemon.shutdown")]
     Shutdown,
+    /// Enrol (or re-enrol) the executable at `path` (absolute) as agent `name`. The daemon
+    /// reads the file itself.
+    #[serde(rename = "agent.add")]
+    AgentAdd { name: String, path: String },
+    #[serde(rename = "agent.list")]
+    AgentList,
+    #[serde(rename = "agent.remove")]
+    AgentRemove { name: String },
 }
 
 impl Request {
@@ -144,6 +152,10 @@ pub enum Response {
     PolicyText { text: String },
     #[serde(rename = "policy.explain")]
     Explain { explanation: Box<Explanation> },
+    #[serde(rename = "agent.changed")]
+    AgentChanged { message: String, chain_seq: i64 },
+    #[serde(rename = "agent.list")]
+    AgentList { agents: Vec<ListedAgent> },
     #[serde(rename = "daemon.status")]
     Status {
         pid: u32,
@@ -169,6 +181,25 @@ pub struct ListedPolicy {
     pub scope: Option<String>,
     pub text: String,
     pub created_at: String,
+}
+
+/// One enrolled agent, as `holdcall agent list` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ListedAgent {
+    pub name: String,
+    pub path: String,
+    /// `current`, or `stale` when the file is missing or its identity changed.
+    pub state: String,
+    /// Why it is stale.
+    pub stale_because: Option<String>,
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    /// SHA-256 of the content when it was enrolled (not checked again when matching).
+    pub sha256: String,
+    pub enrolled_at: String,
 }
 
 /// Errors talking to the daemon. Each one means: no decision.
