@@ -117,7 +117,9 @@ pub enum AgentError {
     #[error("{path} is not a regular executable file")]
     #[diagnostic(
         code(holdcall::agents::not_executable),
-        help("enrol the executable the client runs (its binary, not a directory or a script's data)")
+        help(
+            "enrol the executable the client runs (its binary, not a directory or a script's data)"
+        )
     )]
     NotExecutable { path: String },
     #[error("{path} is {size} bytes; the limit is {max} bytes")]
@@ -300,8 +302,7 @@ impl ProcDir {
 /// and a recycled pid fails the pin: either way the answer is an error, never another program.
 pub fn parent_image<F: AsFd>(sock: &F, relay_pid: i32) -> Result<Identity, String> {
     let relay = ProcDir::open(relay_pid)?;
-    if let Ok(pidfd) =
-        nix::sys::socket::getsockopt(sock, nix::sys::socket::sockopt::PeerPidfd)
+    if let Ok(pidfd) = nix::sys::socket::getsockopt(sock, nix::sys::socket::sockopt::PeerPidfd)
         && crate::peer::pid_of_pidfd(&pidfd) != Some(relay_pid)
     {
         return Err("the relay exited before its parent was read".into());
@@ -349,16 +350,14 @@ mod tests {
     fn the_ppid_line_is_read_from_a_real_status() {
         let text = std::fs::read_to_string("/proc/self/status").unwrap();
         assert_eq!(parse_ppid(&text), Some(nix::unistd::getppid().as_raw()));
-        assert_eq!(
-            parse_field(&text, "Pid:"),
-            Some(std::process::id() as i32)
-        );
+        assert_eq!(parse_field(&text, "Pid:"), Some(std::process::id() as i32));
     }
 
     #[test]
     fn a_forged_ppid_line_in_the_name_makes_the_parent_unknown() {
         // A name with a raw newline (the kernel escapes it, but the parser must not rely on it).
-        let forged = "Name:\tevil\nPPid:\t1\nUmask:\t0022\nState:\tS (sleeping)\nPid:\t50\nPPid:\t42\n";
+        let forged =
+            "Name:\tevil\nPPid:\t1\nUmask:\t0022\nState:\tS (sleeping)\nPid:\t50\nPPid:\t42\n";
         assert_eq!(parse_ppid(forged), None);
     }
 

@@ -501,7 +501,11 @@ fn agent_list(json: bool) -> Result<i32, CliError> {
         return Ok(0);
     }
     for a in &agents {
-        let state = if a.state == "current" { "current" } else { "STALE" };
+        let state = if a.state == "current" {
+            "current"
+        } else {
+            "STALE"
+        };
         writeln!(
             out,
             "{}  {}  {}  (enrolled {})",

@@ -1266,7 +1266,12 @@ fn with_help(e: &(dyn miette::Diagnostic + Send + Sync)) -> String {
 }
 
 /// The `agent.change` entry's `detail`: the enrolment as JSON, and the one it replaced.
-fn agent_detail(path: &str, id: &agents::Identity, sha256: &str, was: Option<&Enrolment>) -> String {
+fn agent_detail(
+    path: &str,
+    id: &agents::Identity,
+    sha256: &str,
+    was: Option<&Enrolment>,
+) -> String {
     let one = |path: &str, id: &agents::Identity, sha256: &str| {
         serde_json::json!({
             "path": path,
@@ -1280,10 +1285,7 @@ fn agent_detail(path: &str, id: &agents::Identity, sha256: &str, was: Option<&En
     };
     let mut v = one(path, id, sha256);
     if let (Some(w), Some(obj)) = (was, v.as_object_mut()) {
-        obj.insert(
-            "replaced".into(),
-            one(&w.path, &w.identity, &w.sha256),
-        );
+        obj.insert("replaced".into(), one(&w.path, &w.identity, &w.sha256));
     }
     v.to_string()
 }
@@ -1325,10 +1327,9 @@ async fn agent_add(state: &State, name: String, path: String) -> Next {
     };
     let _rows = state.rows.lock().await;
     let enrolled = current_agents(state);
-    if let Some(holder) = enrolled
-        .iter()
-        .find(|e| e.name != name && (e.identity.dev, e.identity.ino) == (identity.dev, identity.ino))
-    {
+    if let Some(holder) = enrolled.iter().find(|e| {
+        e.name != name && (e.identity.dev, e.identity.ino) == (identity.dev, identity.ino)
+    }) {
         return error(format!(
             "{path} is already enrolled as agent {}; one executable has one name (`holdcall agent remove {}` first); nothing was changed",
             holder.name, holder.name
@@ -1342,7 +1343,10 @@ async fn agent_add(state: &State, name: String, path: String) -> Next {
         ));
     }
     let reason = match was {
-        Some(w) => format!("replaced the enrolment of agent {name}: {path} (was {})", w.path),
+        Some(w) => format!(
+            "replaced the enrolment of agent {name}: {path} (was {})",
+            w.path
+        ),
         None => format!("enrolled agent {name}: {path}"),
     };
     let fields = Fields {

@@ -623,8 +623,7 @@ fn read_policies(conn: &Connection) -> rusqlite::Result<Vec<PolicyRow>> {
     rows.collect()
 }
 
-const AGENT_COLUMNS: &str =
-    "name, path, dev, ino, size, mtime_ns, ctime_ns, sha256, enrolled_at";
+const AGENT_COLUMNS: &str = "name, path, dev, ino, size, mtime_ns, ctime_ns, sha256, enrolled_at";
 
 /// SQLite integers are signed: a u64 is stored as the i64 with the same bits, and read back the
 /// same way, so every value round-trips exactly (and UNIQUE(dev, ino) compares the same bits).
@@ -669,7 +668,9 @@ pub enum AgentChange {
         identity: crate::agents::Identity,
         sha256: String,
     },
-    Remove { name: String },
+    Remove {
+        name: String,
+    },
 }
 
 /// The seq AUTOINCREMENT hands out next: one past the largest seq ever used, removed ones included.
@@ -2077,7 +2078,11 @@ mod tests {
             j.change_agent(AgentChange::Remove { name: "zz".into() }, Fields::default()),
             Err(JournalError::UnknownAgent { .. })
         ));
-        assert_eq!(Reader::open(&f.db)?.count()?, 2, "a refused change writes no entry");
+        assert_eq!(
+            Reader::open(&f.db)?.count()?,
+            2,
+            "a refused change writes no entry"
+        );
         j.change_agent(AgentChange::Remove { name: "a".into() }, Fields::default())?;
         assert!(j.agents()?.is_empty());
         let report = verify(&f, None)?;

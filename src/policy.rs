@@ -2054,7 +2054,9 @@ mod tests {
                     when { principal == Agent::\"c\" || [Agent::\"b\", Agent::\"\"].contains(principal) \
                     || resource == Tool::\"x/y\" };";
         assert_eq!(agents_named_in_text(text), vec!["a", "b", "c"]);
-        assert!(agents_named_in_text("@id(\"r\") permit (principal, action, resource);").is_empty());
+        assert!(
+            agents_named_in_text("@id(\"r\") permit (principal, action, resource);").is_empty()
+        );
     }
 
     #[test]

@@ -271,7 +271,10 @@ pub fn check(file: &str, text: &str) -> Result<CheckedFile, FileRefused> {
             id,
             text: canonical(seg),
             at: format!("{file}:{line}:{col}"),
-            agents: located.as_ref().map(policy::agents_named).unwrap_or_default(),
+            agents: located
+                .as_ref()
+                .map(policy::agents_named)
+                .unwrap_or_default(),
         });
     }
     // The file as a whole must compile too (it always does when each policy does; kept so a

@@ -155,7 +155,10 @@ fn a_file_changed_after_enrolment_is_stale_and_no_longer_matches() {
 
     let mut r = env.relay_under(&a, "demo");
     r.handshake();
-    assert!(!echo_allowed(&mut r, 1), "a stale enrolment matches nothing");
+    assert!(
+        !echo_allowed(&mut r, 1),
+        "a stale enrolment matches nothing"
+    );
     r.finish();
 
     // Enrolling it again makes it current and matched.
@@ -339,7 +342,10 @@ fn an_agent_that_rules_name_cannot_be_removed_and_an_unknown_name_is_an_error() 
     .unwrap();
     env.ok(&["policy", "import", file.to_str().unwrap()]);
     let err = env.fails(&["agent", "remove", "a"], 1);
-    assert!(err.contains("agent a is named by rule-1, a-no-add"), "{err}");
+    assert!(
+        err.contains("agent a is named by rule-1, a-no-add"),
+        "{err}"
+    );
     assert!(err.contains("remove them first"), "{err}");
     assert_eq!(listed(&env).len(), 1);
 
@@ -463,5 +469,9 @@ fn a_started_session_keeps_its_agent_when_enrolment_changes() {
     let rows = journal_rows(&env.db());
     let calls = kind(&rows, "call.request");
     assert_eq!(calls.len(), 2);
-    assert!(calls.iter().all(|e| e["agent"] == "a" && e["decision"] == "allow"));
+    assert!(
+        calls
+            .iter()
+            .all(|e| e["agent"] == "a" && e["decision"] == "allow")
+    );
 }
