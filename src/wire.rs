@@ -528,6 +528,16 @@ mod tests {
     }
 
     #[test]
+    fn a_session_start_cannot_carry_an_agent() {
+        // A relay that names an agent is not heard: the field does not exist, so it is dropped.
+        let line =
+            r#"{"kind":"session.start","session_id":"s","connector":"c","client":"a","agent":"a"}"#;
+        let req: Request = serde_json::from_str(line).unwrap();
+        let back = serde_json::to_string(&req).unwrap();
+        assert!(!back.contains("agent"), "{back}");
+    }
+
+    #[test]
     fn requests_round_trip_through_json() {
         let r = Request::CallRequest {
             session_id: "s".into(),
