@@ -153,7 +153,16 @@ pub fn enrol_file(path: &str) -> Result<(Identity, String), AgentError> {
         path: path.into(),
         source,
     };
-    let mut file = std::fs::File::open(path).map_err(unreadable)?;
+    // Never blocks: O_NONBLOCK makes opening a FIFO return at once (and is ignored for a
+    // regular file), and what is not a regular file is refused just below.
+    let mut file = {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(OFlag::O_NONBLOCK.bits())
+            .open(path)
+            .map_err(unreadable)?
+    };
     let before = file.metadata().map_err(unreadable)?;
     use std::os::unix::fs::PermissionsExt as _;
     if !before.file_type().is_file() || before.permissions().mode() & 0o111 == 0 {
@@ -458,6 +467,12 @@ mod tests {
         ));
         assert!(matches!(
             enrol_file(dir.path().to_str().unwrap()),
+            Err(AgentError::NotExecutable { .. })
+        ));
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o755)).unwrap();
+        assert!(matches!(
+            enrol_file(fifo.to_str().unwrap()),
             Err(AgentError::NotExecutable { .. })
         ));
         assert!(matches!(

@@ -170,6 +170,15 @@ fn a_file_changed_after_enrolment_is_stale_and_no_longer_matches() {
     assert!(echo_allowed(&mut r, 1));
     r.finish();
 
+    // Touched (only its mtime set, as `touch -d` does): stale again.
+    std::fs::File::options()
+        .write(true)
+        .open(&a)
+        .unwrap()
+        .set_modified(std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1))
+        .unwrap();
+    assert_eq!(listed(&env)[0]["state"], "stale");
+
     let rows = journal_rows(&env.db());
     let agents: Vec<&serde_json::Value> = kind(&rows, "session.start")
         .iter()
