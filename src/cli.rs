@@ -75,6 +75,11 @@ pub enum Command {
         #[arg(long, value_name = "TEXT")]
         reason: Option<String>,
     },
+    /// Enrol client programs (agents) that rules can name, list and remove them.
+    Agent {
+        #[command(subcommand)]
+        action: AgentCmd,
+    },
     /// Show journal entries, oldest first.
     Log(LogArgs),
     /// Check the journal's hash chain.
@@ -160,6 +165,24 @@ pub enum DaemonCmd {
     Restart,
     /// Say whether the daemon runs and whether it is this build.
     Status,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AgentCmd {
+    /// Enrol the executable at PATH as agent NAME: a relay whose parent process runs that file
+    /// gets NAME as its agent. Re-adding a NAME replaces its enrolment.
+    Add {
+        name: String,
+        /// The client program's executable (symlinks are followed).
+        path: PathBuf,
+    },
+    /// List the enrolled agents, each `current` or `STALE` (the file changed or is gone).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove an enrolment (refused while rules name the agent).
+    Remove { name: String },
 }
 
 #[derive(Debug, Clone, Args)]
@@ -430,6 +453,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
             json,
         } => approve_list(watch, json),
         Command::Reject { id, reason } => decide_cmd(id, false, reason),
+        Command::Agent { action } => agent_cmd(action),
         Command::Log(args) => log_cmd(args),
         Command::Verify { expect_head, json } => verify_cmd(expect_head, json),
         Command::Status { json } => status_cmd(json),
@@ -515,11 +539,15 @@ pub(crate) fn home_and_config() -> Result<(Home, Config), CliError> {
 /// Sends one management request to the daemon (started if needed) and returns its answer;
 /// an `error` answer becomes `CliError::Refused`.
 pub(crate) fn ask_daemon(req: Request) -> Result<Response, CliError> {
+    ask_daemon_within(req, limits::CLI_REQUEST_TIMEOUT)
+}
+
+fn ask_daemon_within(req: Request, timeout: Duration) -> Result<Response, CliError> {
     let (home, _) = home_and_config()?;
     let rt = current_thread()?;
     rt.block_on(async {
         let mut conn = wire::connect_or_start(&home).await?;
-        match conn.call(&req, limits::CLI_REQUEST_TIMEOUT).await? {
+        match conn.call(&req, timeout).await? {
             Response::Error { message } => Err(CliError::Refused(message)),
             other => Ok(other),
         }
@@ -543,6 +571,41 @@ fn decide_cmd(id: String, approve: bool, reason: Option<String>) -> Result<i32, 
         reason,
     })? {
         Response::Decided { message, .. } => {
+            println!("{message}");
+            Ok(0)
+        }
+        _ => Err(CliError::Unexpected),
+    }
+}
+
+fn agent_cmd(action: AgentCmd) -> Result<i32, CliError> {
+    let req = match action {
+        AgentCmd::Add { name, path } => {
+            crate::policy::validate_scope_name("agent", &name)?;
+            // Absolute, symlinks resolved: the daemon stats exactly this file.
+            let abs = std::fs::canonicalize(&path).map_err(|e| {
+                CliError::Refused(format!("cannot resolve {}: {e}", path.display()))
+            })?;
+            let Some(abs) = abs.to_str().map(str::to_string) else {
+                return Err(CliError::Refused(format!(
+                    "{} is not valid UTF-8; Holdcall stores paths as text",
+                    abs.display()
+                )));
+            };
+            Request::AgentAdd { name, path: abs }
+        }
+        AgentCmd::Remove { name } => {
+            crate::policy::validate_scope_name("agent", &name)?;
+            Request::AgentRemove { name }
+        }
+        AgentCmd::List { json } => return agent_list(json),
+    };
+    let timeout = match req {
+        Request::AgentAdd { .. } => limits::AGENT_ADD_TIMEOUT,
+        _ => limits::CLI_REQUEST_TIMEOUT,
+    };
+    match ask_daemon_within(req, timeout)? {
+        Response::AgentChanged { message, .. } => {
             println!("{message}");
             Ok(0)
         }
@@ -622,6 +685,50 @@ fn show_held(call: &wire::HeldCall, json: bool) -> Result<(), CliError> {
     }
     out.flush()?;
     Ok(())
+}
+
+fn agent_list(json: bool) -> Result<i32, CliError> {
+    let Response::AgentList { agents } = ask_daemon(Request::AgentList)? else {
+        return Err(CliError::Unexpected);
+    };
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, &agents).map_err(std::io::Error::other)?;
+        writeln!(out)?;
+        return Ok(0);
+    }
+    if agents.is_empty() {
+        writeln!(
+            out,
+            "(no agents enrolled: every session is unenrolled, bound only by rules naming no agent)"
+        )?;
+        return Ok(0);
+    }
+    for a in &agents {
+        let state = if a.state == "current" {
+            "current"
+        } else {
+            "STALE"
+        };
+        writeln!(
+            out,
+            "{}  {}  {}  (enrolled {})",
+            visible(&a.name),
+            state,
+            visible(&a.path),
+            local_time(&a.enrolled_at)
+        )?;
+        if let Some(why) = &a.stale_because {
+            writeln!(
+                out,
+                "    {}; it matches no process until `holdcall agent add {} {}` again",
+                visible(why),
+                visible(&a.name),
+                visible(&a.path)
+            )?;
+        }
+    }
+    Ok(0)
 }
 
 fn scope(tool: Option<String>, s: ScopeArgs) -> Scope {
@@ -1364,7 +1471,11 @@ fn log_line(e: &Entry) -> String {
             if f.ok == Some(true) { "ok" } else { "failed" },
             f.duration_ms.unwrap_or(0)
         ),
-        "session.start" => format!("client {}", f.client.as_deref().unwrap_or("-")),
+        "session.start" => format!(
+            "client {} agent {}",
+            f.client.as_deref().unwrap_or("-"),
+            f.agent.as_deref().unwrap_or("(unenrolled)")
+        ),
         "session.end" => match (&f.protocol_version, &f.reason) {
             (_, Some(r)) => r.clone(),
             (Some(v), None) => format!("protocol {v}"),
@@ -1372,7 +1483,7 @@ fn log_line(e: &Entry) -> String {
         },
         "call.approval" => approval_detail(f),
         "anomaly" => f.anomaly.clone().unwrap_or_default(),
-        "policy.change" | "budget.change" => f.reason.clone().unwrap_or_default(),
+        "policy.change" | "budget.change" | "agent.change" => f.reason.clone().unwrap_or_default(),
         _ => String::new(),
     };
     format!(

@@ -17,13 +17,14 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use tokio::sync::{Notify, oneshot};
 
-use crate::budget::{self, Budget, BudgetScope, CallScope, Counters};
+use crate::agents::{self, Enrolment};
 use crate::approval::{self, Cause, Hold};
-
+use crate::budget::{self, Budget, BudgetScope, CallScope, Counters};
 use crate::config::{Config, Home};
 use crate::context::{CallContext, Clock};
 use crate::journal::{
-    self, BudgetChange, BudgetRow, Durability, Entry, Fields, Journal, Kind, NewPolicy, PolicyRow,
+    self, AgentChange, BudgetChange, BudgetRow, Durability, Entry, Fields, Journal, Kind,
+    NewPolicy, PolicyRow,
 };
 use crate::limits;
 use crate::peer;
@@ -73,6 +74,11 @@ enum Op {
         remove: Vec<String>,
         fields: Fields,
         reply: oneshot::Sender<Result<(Entry, Vec<PolicyRow>), String>>,
+    },
+    ChangeAgent {
+        change: AgentChange,
+        fields: Fields,
+        reply: oneshot::Sender<Result<(Entry, Vec<Enrolment>), String>>,
     },
     NextPolicySeq(oneshot::Sender<Result<i64, String>>),
     /// Set or remove a budget and journal it, in one transaction.
@@ -143,6 +149,17 @@ fn writer_thread(mut j: Journal, rx: std_mpsc::Receiver<Op>) {
             }
             Op::ChangeBudget(change, reply) => {
                 let _ = reply.send(j.change_budget(change).map_err(|e| e.to_string()));
+            }
+            Op::ChangeAgent {
+                change,
+                fields,
+                reply,
+            } => {
+                let r = j
+                    .change_agent(change, fields)
+                    .and_then(|e| j.agents().map(|rows| (e, rows)))
+                    .map_err(|e| e.to_string());
+                let _ = reply.send(r);
             }
             Op::NextPolicySeq(reply) => {
                 let _ = reply.send(j.next_policy_seq().map_err(|e| e.to_string()));
@@ -232,6 +249,9 @@ struct State {
     /// The budgets in force, replaced whole on each change (changes serialise on `rows`).
     budgets: RwLock<Arc<Vec<BudgetRow>>>,
     sessions: Mutex<HashMap<String, Session>>,
+    /// The enrolled agents, matched at every accept. Changed only while `rows` is held, so a
+    /// policy change and an agent change never interleave.
+    agents: RwLock<Arc<Vec<Enrolment>>>,
     shutdown: Notify,
     durability: Durability,
     /// A fixed clock for the tests of time conditions (`fixed_clock`); `None`, the system clock.
@@ -308,6 +328,7 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
     let j = Journal::open(&db, &machine_id, durability)?;
     let rows = j.policies()?;
     let budget_rows = j.budgets()?;
+    let enrolled = j.agents()?;
     let set = PolicySet::compile(&stored(&rows)).map_err(DaemonError::Policy)?;
     let open_sessions = j.open_sessions()?;
     let pragmas = j.pragmas().to_detail();
@@ -391,6 +412,7 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
         rows: tokio::sync::Mutex::new(rows),
         budgets: RwLock::new(Arc::new(budget_rows)),
         sessions: Mutex::new(HashMap::new()),
+        agents: RwLock::new(Arc::new(enrolled)),
         shutdown: Notify::new(),
         durability,
         fixed_clock: fixed_clock(std::env::var("HOLDCALL_CLOCK").ok(), cfg!(debug_assertions)),
@@ -475,6 +497,9 @@ async fn serve_conn(state: Arc<State>, stream: UnixStream, conn: u64) {
         tracing::warn!("refused a connection: {}", verdict.describe("the peer"));
         return;
     };
+    // Who is calling is the kernel's word: the executable of the relay's parent, matched against
+    // the enrolments now. Nothing a relay or client sends can name it; a failure is unenrolled.
+    let agent = agents::derive(&stream, pid, &current_agents(&state));
     let (r, mut w) = stream.into_split();
     let mut r = peer::CheckedReader::new(r, pid);
     let (out, mut out_rx) = unbounded_channel::<Vec<u8>>();
@@ -516,7 +541,7 @@ async fn serve_conn(state: Arc<State>, stream: UnixStream, conn: u64) {
                         message: "a connection either carries one relay's sessions or management requests, never both".into(),
                     })
                 } else {
-                    handle(&state, &ctx, &mut owned, req).await
+                    handle(&state, &ctx, &mut owned, agent.as_deref(), req).await
                 }
             }
         };
@@ -597,10 +622,12 @@ fn violation(message: impl Into<String>) -> Next {
     })
 }
 
+/// `agent` is what `agents::derive` found for this connection at accept (None: unenrolled).
 async fn handle(
     state: &Arc<State>,
     conn: &ConnCtx,
     owned: &mut HashSet<String>,
+    agent: Option<&str>,
     req: Request,
 ) -> Next {
     match req {
@@ -608,7 +635,7 @@ async fn handle(
             session_id,
             connector,
             client,
-        } => session_start(state, owned, session_id, connector, client).await,
+        } => session_start(state, owned, session_id, connector, client, agent).await,
         Request::CallRequest {
             session_id,
             seq,
@@ -703,6 +730,9 @@ async fn handle(
         Request::PolicyRemove { scope } => policy_remove(state, scope).await,
         Request::BudgetSet { calls, scope } => budget_set(state, calls, scope).await,
         Request::BudgetRemove { scope } => budget_remove(state, scope).await,
+        Request::AgentAdd { name, path } => agent_add(state, name, path).await,
+        Request::AgentList => agent_list(state),
+        Request::AgentRemove { name } => agent_remove(state, name).await,
         Request::PolicyList => {
             let rows = state.rows.lock().await;
             Next::Reply(Response::PolicyList {
@@ -1138,6 +1168,7 @@ async fn session_start(
     session_id: String,
     connector: String,
     client: Option<String>,
+    agent: Option<&str>,
 ) -> Next {
     if !valid_session_id(&session_id) {
         return violation("a session id is 32 hexadecimal characters");
@@ -1154,7 +1185,11 @@ async fn session_start(
     // both pass the check.
     let reserved = match state.sessions.lock() {
         Ok(mut s) if !s.contains_key(&session_id) => {
-            s.insert(session_id.clone(), Session::new(connector.clone(), None));
+            // Bound once: a later enrolment change does not touch a started session.
+            s.insert(
+                session_id.clone(),
+                Session::new(connector.clone(), agent.map(str::to_string)),
+            );
             true
         }
         _ => false,
@@ -1179,9 +1214,9 @@ async fn session_start(
         unreserve(state);
         return violation("that session id was used before; a session starts once");
     }
-    // Who is calling is the kernel's word, never the relay's: agent derivation from the
-    // relay's parent process comes with enrolment. Until then every session is unenrolled.
-    let agent: Option<String> = None;
+    // Derived at accept from the relay's parent process (`agents::derive`), never from the
+    // request: `session.start` has no agent field, and unknown fields are ignored.
+    let agent = agent.map(str::to_string);
     let entry = state
         .writer
         .append(
@@ -1458,6 +1493,11 @@ async fn policy_set(state: &State, effect: Effect, scope: Scope) -> Next {
         return error(e);
     }
     let mut rows = state.rows.lock().await;
+    if let Some(a) = &scope.agent
+        && !is_enrolled(state, a)
+    {
+        return error(not_enrolled(a));
+    }
     if let Some(existing) = rows.iter().find(|r| same_scope(r, &scope)) {
         if existing.effect == effect.as_str() {
             return Next::Reply(Response::PolicyChanged {
@@ -1716,6 +1756,22 @@ async fn policy_import(state: &State, file: String, text: String, dry_run: bool)
         Err(refused) => return error(refused.plain()),
     };
     let mut rows = state.rows.lock().await;
+    let unenrolled: Vec<String> = checked
+        .policies
+        .iter()
+        .flat_map(|p| {
+            p.agents
+                .iter()
+                .filter(|a| !is_enrolled(state, a))
+                .map(move |a| format!("\n{}: policy {}: {}", p.at, p.id, not_enrolled(a)))
+        })
+        .collect();
+    if !unenrolled.is_empty() {
+        return error(format!(
+            "{file} names agents that are not enrolled; nothing was changed:{}",
+            unenrolled.concat()
+        ));
+    }
     let source = file_source(&file);
     let mut added = Vec::new();
     let mut changed = Vec::new();
@@ -1847,6 +1903,202 @@ async fn policy_import(state: &State, file: String, text: String, dry_run: bool)
             "the import could not be recorded, so nothing changed: {e}"
         )),
         Err(e) => error(e.to_string()),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Agents: enrolment (the identity itself, and deriving it, live in `agents`)
+// ---------------------------------------------------------------------------------------------
+
+fn current_agents(state: &State) -> Arc<Vec<Enrolment>> {
+    match state.agents.read() {
+        Ok(a) => Arc::clone(&a),
+        Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+    }
+}
+
+fn is_enrolled(state: &State, name: &str) -> bool {
+    current_agents(state).iter().any(|e| e.name == name)
+}
+
+fn not_enrolled(name: &str) -> String {
+    format!("agent {name} is not enrolled; run `holdcall agent add {name} PATH` first")
+}
+
+/// An error's text with its help, for an answer the CLI prints as is.
+fn with_help(e: &(dyn miette::Diagnostic + Send + Sync)) -> String {
+    match e.help() {
+        Some(h) => format!("{e} ({h})"),
+        None => e.to_string(),
+    }
+}
+
+/// The `agent.change` entry's `detail`: the enrolment as JSON, and the one it replaced.
+fn agent_detail(
+    path: &str,
+    id: &agents::Identity,
+    sha256: &str,
+    was: Option<&Enrolment>,
+) -> String {
+    let one = |path: &str, id: &agents::Identity, sha256: &str| {
+        serde_json::json!({
+            "path": path,
+            "dev": id.dev,
+            "ino": id.ino,
+            "size": id.size,
+            "mtime_ns": id.mtime_ns,
+            "ctime_ns": id.ctime_ns,
+            "sha256": sha256,
+        })
+    };
+    let mut v = one(path, id, sha256);
+    if let (Some(w), Some(obj)) = (was, v.as_object_mut()) {
+        obj.insert("replaced".into(), one(&w.path, &w.identity, &w.sha256));
+    }
+    v.to_string()
+}
+
+async fn change_agent(state: &State, change: AgentChange, fields: Fields) -> Result<i64, String> {
+    match state
+        .writer
+        .ask(|reply| Op::ChangeAgent {
+            change,
+            fields,
+            reply,
+        })
+        .await
+    {
+        Ok(Ok((entry, enrolled))) => {
+            if let Ok(mut a) = state.agents.write() {
+                *a = Arc::new(enrolled);
+            }
+            Ok(entry.chain_seq)
+        }
+        Ok(Err(e)) => Err(e),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+async fn agent_add(state: &State, name: String, path: String) -> Next {
+    if let Err(e) = policy::validate_scope_name("agent", &name) {
+        return error(e.to_string());
+    }
+    let file = path.clone();
+    // Reading and hashing a large executable takes a while: off the async threads.
+    let read = match tokio::task::spawn_blocking(move || agents::enrol_file(&file)).await {
+        Ok(r) => r,
+        Err(e) => return error(format!("reading {path} failed: {e}")),
+    };
+    let (identity, sha256) = match read {
+        Ok(x) => x,
+        Err(e) => return error(with_help(&e)),
+    };
+    let _rows = state.rows.lock().await;
+    let enrolled = current_agents(state);
+    if let Some(holder) = enrolled.iter().find(|e| {
+        e.name != name && (e.identity.dev, e.identity.ino) == (identity.dev, identity.ino)
+    }) {
+        return error(format!(
+            "{path} is already enrolled as agent {}; one executable has one name (`holdcall agent remove {}` first); nothing was changed",
+            holder.name, holder.name
+        ));
+    }
+    let was = enrolled.iter().find(|e| e.name == name);
+    if was.is_none() && enrolled.len() >= limits::AGENTS_MAX {
+        return error(format!(
+            "{} agents are enrolled, the most Holdcall keeps; remove one first",
+            limits::AGENTS_MAX
+        ));
+    }
+    let reason = match was {
+        Some(w) => format!(
+            "replaced the enrolment of agent {name}: {path} (was {})",
+            w.path
+        ),
+        None => format!("enrolled agent {name}: {path}"),
+    };
+    let fields = Fields {
+        agent: Some(name.clone()),
+        reason: Some(reason.clone()),
+        detail: Some(agent_detail(&path, &identity, &sha256, was)),
+        ..Fields::default()
+    };
+    let change = AgentChange::Put {
+        name,
+        path,
+        identity,
+        sha256,
+    };
+    match change_agent(state, change, fields).await {
+        Ok(seq) => Next::Reply(Response::AgentChanged {
+            message: format!("{reason} (recorded in the journal as entry {seq})"),
+            chain_seq: seq,
+        }),
+        Err(e) => error(format!("the enrolment was not made: {e}")),
+    }
+}
+
+fn agent_list(state: &State) -> Next {
+    let listed = current_agents(state)
+        .iter()
+        .map(|e| {
+            let stale = agents::staleness(e).err();
+            wire::ListedAgent {
+                name: e.name.clone(),
+                path: e.path.clone(),
+                state: if stale.is_some() { "stale" } else { "current" }.into(),
+                stale_because: stale,
+                dev: e.identity.dev,
+                ino: e.identity.ino,
+                size: e.identity.size,
+                mtime_ns: e.identity.mtime_ns,
+                ctime_ns: e.identity.ctime_ns,
+                sha256: e.sha256.clone(),
+                enrolled_at: e.enrolled_at.clone(),
+            }
+        })
+        .collect();
+    Next::Reply(Response::AgentList { agents: listed })
+}
+
+async fn agent_remove(state: &State, name: String) -> Next {
+    if let Err(e) = policy::validate_scope_name("agent", &name) {
+        return error(e.to_string());
+    }
+    let rows = state.rows.lock().await;
+    let enrolled = current_agents(state);
+    let Some(e) = enrolled.iter().find(|e| e.name == name) else {
+        return error(format!(
+            "there is no agent named {name}; `holdcall agent list` shows the enrolled agents"
+        ));
+    };
+    let naming: Vec<String> = rows
+        .iter()
+        .filter(|r| {
+            r.agent.as_deref() == Some(name.as_str())
+                || policy::agents_named_in_text(&r.text).contains(&name)
+        })
+        .map(|r| r.id.clone())
+        .collect();
+    if !naming.is_empty() {
+        return error(format!(
+            "agent {name} is named by {}; remove them first (`holdcall policy remove … --agent {name}`, or edit the policy file and import it again)",
+            naming.join(", ")
+        ));
+    }
+    let reason = format!("removed agent {name}: {}", e.path);
+    let fields = Fields {
+        agent: Some(name.clone()),
+        reason: Some(reason.clone()),
+        detail: Some(agent_detail(&e.path, &e.identity, &e.sha256, None)),
+        ..Fields::default()
+    };
+    match change_agent(state, AgentChange::Remove { name }, fields).await {
+        Ok(seq) => Next::Reply(Response::AgentChanged {
+            message: format!("{reason} (recorded in the journal as entry {seq})"),
+            chain_seq: seq,
+        }),
+        Err(e) => error(format!("the agent was not removed: {e}")),
     }
 }
 

@@ -116,6 +116,18 @@ CREATE TABLE IF NOT EXISTS budgets(
 ) STRICT;
 CREATE UNIQUE INDEX IF NOT EXISTS budgets_one_per_scope
     ON budgets(ifnull(tool, ''), ifnull(agent, ''), ifnull(connector, ''));
+CREATE TABLE IF NOT EXISTS agents(
+    name TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    dev INTEGER NOT NULL,
+    ino INTEGER NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    ctime_ns INTEGER NOT NULL,
+    sha256 TEXT NOT NULL,
+    enrolled_at TEXT NOT NULL,
+    UNIQUE(dev, ino)
+) STRICT;
 ";
 
 /// Column list shared by every query that reads entries, in the order [`entry_from_row`] expects.
@@ -256,6 +268,16 @@ pub enum JournalError {
     #[diagnostic(help("list the policies with `holdcall policy list`; nothing was changed"))]
     UnknownPolicy { id: String },
 
+    #[error("there is no agent named {name:?}")]
+    #[diagnostic(help("`holdcall agent list` shows the enrolled agents; nothing was changed"))]
+    UnknownAgent { name: String },
+
+    #[error("this executable is already enrolled as agent {holder:?}")]
+    #[diagnostic(help(
+        "one executable has one name: use {holder:?}, or `holdcall agent remove {holder}` first; nothing was changed"
+    ))]
+    AgentImageTaken { holder: String },
+
     #[error("a policy with id {id:?} already exists")]
     #[diagnostic(help("remove it in the same change, or pick another id; nothing was changed"))]
     PolicyIdTaken { id: String },
@@ -320,11 +342,12 @@ pub enum Kind {
     BudgetChange,
     /// The final word on a held call: approved or rejected, and why (`approval::Cause`).
     CallApproval,
+    AgentChange,
 }
 
 impl Kind {
     /// Every kind, in documentation order.
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::SessionStart,
         Kind::CallRequest,
         Kind::CallOutcome,
@@ -334,6 +357,7 @@ impl Kind {
         Kind::DaemonStart,
         Kind::BudgetChange,
         Kind::CallApproval,
+        Kind::AgentChange,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -347,6 +371,7 @@ impl Kind {
             Kind::DaemonStart => "daemon.start",
             Kind::BudgetChange => "budget.change",
             Kind::CallApproval => "call.approval",
+            Kind::AgentChange => "agent.change",
         }
     }
 
@@ -636,6 +661,56 @@ fn read_policies(conn: &Connection) -> rusqlite::Result<Vec<PolicyRow>> {
     ))?;
     let rows = stmt.query_map([], policy_from_row)?;
     rows.collect()
+}
+
+const AGENT_COLUMNS: &str = "name, path, dev, ino, size, mtime_ns, ctime_ns, sha256, enrolled_at";
+
+/// SQLite integers are signed: a u64 is stored as the i64 with the same bits, and read back the
+/// same way, so every value round-trips exactly (and UNIQUE(dev, ino) compares the same bits).
+fn u64_to_sql(v: u64) -> i64 {
+    i64::from_ne_bytes(v.to_ne_bytes())
+}
+
+fn u64_from_sql(v: i64) -> u64 {
+    u64::from_ne_bytes(v.to_ne_bytes())
+}
+
+fn agent_from_row(row: &Row<'_>) -> rusqlite::Result<crate::agents::Enrolment> {
+    Ok(crate::agents::Enrolment {
+        name: row.get(0)?,
+        path: row.get(1)?,
+        identity: crate::agents::Identity {
+            dev: u64_from_sql(row.get(2)?),
+            ino: u64_from_sql(row.get(3)?),
+            size: u64_from_sql(row.get(4)?),
+            mtime_ns: row.get(5)?,
+            ctime_ns: row.get(6)?,
+        },
+        sha256: row.get(7)?,
+        enrolled_at: row.get(8)?,
+    })
+}
+
+fn read_agents(conn: &Connection) -> rusqlite::Result<Vec<crate::agents::Enrolment>> {
+    let mut stmt =
+        conn.prepare_cached(&format!("SELECT {AGENT_COLUMNS} FROM agents ORDER BY name"))?;
+    let rows = stmt.query_map([], agent_from_row)?;
+    rows.collect()
+}
+
+/// A change to the enrolled agents: enrol (or replace) a name, or remove one.
+#[derive(Debug, Clone)]
+pub enum AgentChange {
+    /// Enrol `name` for this file; an existing enrolment of the same name is replaced.
+    Put {
+        name: String,
+        path: String,
+        identity: crate::agents::Identity,
+        sha256: String,
+    },
+    Remove {
+        name: String,
+    },
 }
 
 /// The seq AUTOINCREMENT hands out next: one past the largest seq ever used, removed ones included.
@@ -1312,6 +1387,91 @@ impl Journal {
             &self.genesis,
             edit,
             vec![(Kind::PolicyChange, fields)],
+        );
+        self.settle(result, |entries| entries.into_iter().next())?
+            .ok_or(JournalError::Write {
+                path: self.path.clone(),
+                source: rusqlite::Error::QueryReturnedNoRows,
+            })
+    }
+
+    /// The enrolled agents, ordered by name.
+    pub fn agents(&self) -> Result<Vec<crate::agents::Enrolment>, JournalError> {
+        read_agents(&self.conn).map_err(|source| JournalError::Read {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    /// Enrols, replaces or removes an agent and appends the `agent.change` entry in ONE
+    /// transaction: if any part fails, nothing changes. An executable already enrolled under
+    /// another name is refused naming that name; removing an unknown name is refused.
+    pub fn change_agent(
+        &mut self,
+        change: AgentChange,
+        fields: Fields,
+    ) -> Result<Entry, JournalError> {
+        let path = self.path.clone();
+        let edit = |tx: &Transaction<'_>| -> Result<(), JournalError> {
+            let write_err = |source| JournalError::Write {
+                path: path.clone(),
+                source,
+            };
+            match &change {
+                AgentChange::Remove { name } => {
+                    let removed = tx
+                        .execute("DELETE FROM agents WHERE name = ?1", [name])
+                        .map_err(write_err)?;
+                    if removed == 0 {
+                        return Err(JournalError::UnknownAgent { name: name.clone() });
+                    }
+                }
+                AgentChange::Put {
+                    name,
+                    path: file,
+                    identity,
+                    sha256,
+                } => {
+                    let holder: Option<String> = tx
+                        .query_row(
+                            "SELECT name FROM agents WHERE dev = ?1 AND ino = ?2 AND name != ?3",
+                            params![u64_to_sql(identity.dev), u64_to_sql(identity.ino), name],
+                            |r| r.get(0),
+                        )
+                        .optional()
+                        .map_err(write_err)?;
+                    if let Some(holder) = holder {
+                        return Err(JournalError::AgentImageTaken { holder });
+                    }
+                    tx.execute("DELETE FROM agents WHERE name = ?1", [name])
+                        .map_err(write_err)?;
+                    tx.execute(
+                        &format!(
+                            "INSERT INTO agents ({AGENT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+                        ),
+                        params![
+                            name,
+                            file,
+                            u64_to_sql(identity.dev),
+                            u64_to_sql(identity.ino),
+                            u64_to_sql(identity.size),
+                            identity.mtime_ns,
+                            identity.ctime_ns,
+                            sha256,
+                            now_rfc3339()
+                        ],
+                    )
+                    .map_err(write_err)?;
+                }
+            }
+            Ok(())
+        };
+        let result = write_transaction(
+            &mut self.conn,
+            &self.path,
+            &self.genesis,
+            edit,
+            vec![(Kind::AgentChange, fields)],
         );
         self.settle(result, |entries| entries.into_iter().next())?
             .ok_or(JournalError::Write {
@@ -2059,6 +2219,50 @@ mod tests {
         assert!(entry_hash(&"A".repeat(64), b"x").is_none());
         assert!(entry_hash(&format!("+{}", "a".repeat(63)), b"x").is_none());
         assert!(entry_hash(&"é".repeat(32), b"x").is_none());
+    }
+
+    #[test]
+    fn an_agent_change_commits_with_its_entry_and_one_file_has_one_name() -> TestResult {
+        let f = fixture()?;
+        let mut j = Journal::open(&f.db, MACHINE, Durability::Process)?;
+        let identity = crate::agents::Identity {
+            dev: u64::MAX,
+            ino: 7,
+            size: 1,
+            mtime_ns: 2,
+            ctime_ns: -3,
+        };
+        let put = |name: &str| AgentChange::Put {
+            name: name.into(),
+            path: "/x".into(),
+            identity,
+            sha256: "00".into(),
+        };
+        j.change_agent(put("a"), Fields::default())?;
+        let stored = j.agents()?;
+        assert_eq!(stored.len(), 1);
+        assert_eq!(stored.first().map(|a| a.identity), Some(identity));
+        assert!(matches!(
+            j.change_agent(put("b"), Fields::default()),
+            Err(JournalError::AgentImageTaken { ref holder }) if holder == "a"
+        ));
+        // Re-adding the same name replaces it.
+        j.change_agent(put("a"), Fields::default())?;
+        assert!(matches!(
+            j.change_agent(AgentChange::Remove { name: "zz".into() }, Fields::default()),
+            Err(JournalError::UnknownAgent { .. })
+        ));
+        assert_eq!(
+            Reader::open(&f.db)?.count()?,
+            2,
+            "a refused change writes no entry"
+        );
+        j.change_agent(AgentChange::Remove { name: "a".into() }, Fields::default())?;
+        assert!(j.agents()?.is_empty());
+        let report = verify(&f, None)?;
+        assert_eq!(report.state, ChainState::Intact);
+        assert_eq!(report.entries, 3);
+        Ok(())
     }
 
     #[test]

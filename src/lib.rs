@@ -10,6 +10,7 @@
 //! - `wire`: the daemon socket's messages, bounded reads, and verified dialing.
 //! - `peer`: who is on the other end of a socket, by the kernel's word.
 //! - `approval`: calls held for a person: the registry, the binding, showing arguments as they are.
+//! - `agents`: enrolled client programs, and which one launched a relay (its parent's image).
 //! - `daemon`: sessions, the decision service, and the single writer of the database.
 //! - `context`: the Cedar context of a call (arguments mapped without JSON escapes, time). No I/O.
 //! - `budget`: caps on allowed calls per relay session, and the session's counts. No I/O.
@@ -26,6 +27,7 @@
 //! - `bench`: the hidden `holdcall bench-decisions`, which times decisions as a relay asks them.
 
 pub mod approval;
+pub mod agents;
 pub mod bench;
 pub mod budget;
 pub mod cli;

@@ -132,3 +132,22 @@ const _: () = assert!(APPROVAL_TIMEOUT_MIN.as_secs() <= APPROVAL_TIMEOUT_DEFAULT
 const _: () = assert!(APPROVAL_TIMEOUT_DEFAULT.as_secs() <= APPROVAL_TIMEOUT_MAX.as_secs());
 // The relay's own bound must outlast the daemon's decision round trip.
 const _: () = assert!(APPROVAL_RELAY_MARGIN.as_secs() > DECISION_TIMEOUT.as_secs());
+/// Longest executable path `holdcall agent add` accepts (bytes): Linux's PATH_MAX.
+pub const AGENT_PATH_BYTES_MAX: usize = 4096;
+
+/// Largest executable `holdcall agent add` hashes (bytes). Client programs and their launchers
+/// are well under it (an Electron app's binary is a few hundred MiB); it bounds the daemon's work.
+pub const AGENT_FILE_BYTES_MAX: u64 = 2 * 1024 * 1024 * 1024;
+
+/// Most enrolled agents. Each connection's parent is matched against all of them at accept.
+pub const AGENTS_MAX: usize = 1024;
+
+/// How long `holdcall agent add` waits for the daemon: it reads and hashes the whole file, up to
+/// `AGENT_FILE_BYTES_MAX`, which takes seconds, not milliseconds.
+pub const AGENT_ADD_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Most bytes of `/proc/<pid>/status` read when finding a relay's parent; the file is about
+/// 1.5 KiB, and a process cannot make it grow without bound.
+pub const PROC_STATUS_BYTES_MAX: u64 = 64 * 1024;
+
+const _: () = assert!(CLI_REQUEST_TIMEOUT.as_secs() < AGENT_ADD_TIMEOUT.as_secs());

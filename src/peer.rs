@@ -82,7 +82,7 @@ fn image_of_path(path: &str) -> std::io::Result<Image> {
 }
 
 /// The pid a pidfd refers to, or None once that process has exited (the kernel then reports -1).
-fn pid_of_pidfd(fd: &OwnedFd) -> Option<i32> {
+pub(crate) fn pid_of_pidfd(fd: &OwnedFd) -> Option<i32> {
     let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).ok()?;
     let pid: i32 = info
         .lines()

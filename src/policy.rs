@@ -1043,7 +1043,8 @@ fn argument_guards_as_true(id: &str, policy: &Policy) -> Option<Policy> {
 }
 
 /// Import warnings for one policy (they never refuse it): conditions that test the principal or
-/// the resource like a scope would (they add no specificity), and agents that are not enrolled.
+/// the resource like a scope would (they add no specificity). Whether a named agent is enrolled
+/// is the daemon's check at import, not a lint.
 pub fn lint_warnings(policy: &Policy) -> Vec<String> {
     fn scope_like(e: &serde_json::Value) -> bool {
         for key in ["==", "in", "is"] {
@@ -1072,14 +1073,30 @@ pub fn lint_warnings(policy: &Policy) -> Vec<String> {
                 .to_string(),
         );
     }
-    if let PrincipalConstraint::Eq(u) = policy.principal_constraint() {
-        out.push(format!(
-            "agent {:?} is not enrolled: enrolment does not exist yet, so every session is \
-             unenrolled and this rule matches no call today",
-            u.id().unescaped()
-        ));
-    }
     out
+}
+
+/// Every agent a policy names as an entity literal, in its scope or its conditions
+/// (`Agent::"X"` anywhere Cedar sees an entity), sorted and without repeats. `Agent::""`, the
+/// unenrolled principal, is not a name and is left out: it can never be enrolled.
+pub fn agents_named(policy: &Policy) -> Vec<String> {
+    let mut out: Vec<String> = policy
+        .entity_literals()
+        .into_iter()
+        .filter(|u| is_type(u, "Agent"))
+        .map(|u| u.id().unescaped().to_string())
+        .filter(|n| !n.is_empty())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// [`agents_named`] for the text of a stored policy; a text that does not parse names none.
+pub fn agents_named_in_text(text: &str) -> Vec<String> {
+    Policy::parse(None, text)
+        .map(|p| agents_named(&p))
+        .unwrap_or_default()
 }
 
 /// The full check of one stored policy, in the order a user should fix things: syntax, id,
@@ -2029,6 +2046,17 @@ mod tests {
             compile_err("r", text),
             PolicyError::InvalidScopeEntity { ref kind, .. } if kind == "agent"
         ));
+    }
+
+    #[test]
+    fn every_agent_a_policy_names_is_found_in_its_scope_and_its_conditions() {
+        let text = "@id(\"r\")\nforbid (principal == Agent::\"a\", action, resource)\n\
+                    when { principal == Agent::\"c\" || [Agent::\"b\", Agent::\"\"].contains(principal) \
+                    || resource == Tool::\"x/y\" };";
+        assert_eq!(agents_named_in_text(text), vec!["a", "b", "c"]);
+        assert!(
+            agents_named_in_text("@id(\"r\") permit (principal, action, resource);").is_empty()
+        );
     }
 
     #[test]

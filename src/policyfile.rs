@@ -60,6 +60,10 @@ impl FileRefused {
 pub struct FilePolicy {
     pub id: String,
     pub text: String,
+    /// `file:line:col` of the policy's first character.
+    pub at: String,
+    /// The agents it names (`policy::agents_named`): an import needs each one enrolled.
+    pub agents: Vec<String>,
 }
 
 /// A file that passed every check.
@@ -257,8 +261,8 @@ pub fn check(file: &str, text: &str) -> Result<CheckedFile, FileRefused> {
                 continue;
             }
         }
+        let (line, col) = line_col(text, start);
         if let Ok(p) = &located {
-            let (line, col) = line_col(text, start);
             for w in policy::lint_warnings(p) {
                 warnings.push(format!("{file}:{line}:{col}: warning: policy {id}: {w}"));
             }
@@ -266,6 +270,11 @@ pub fn check(file: &str, text: &str) -> Result<CheckedFile, FileRefused> {
         policies.push(FilePolicy {
             id,
             text: canonical(seg),
+            at: format!("{file}:{line}:{col}"),
+            agents: located
+                .as_ref()
+                .map(policy::agents_named)
+                .unwrap_or_default(),
         });
     }
     // The file as a whole must compile too (it always does when each policy does; kept so a

@@ -110,6 +110,14 @@ pub enum Request {
         approve: bool,
         reason: Option<String>,
     },
+    /// Enrol (or re-enrol) the executable at `path` (absolute) as agent `name`. The daemon
+    /// reads the file itself.
+    #[serde(rename = "agent.add")]
+    AgentAdd { name: String, path: String },
+    #[serde(rename = "agent.list")]
+    AgentList,
+    #[serde(rename = "agent.remove")]
+    AgentRemove { name: String },
 }
 
 impl Request {
@@ -209,6 +217,10 @@ pub enum Response {
         #[serde(default)]
         budgets: Vec<crate::journal::BudgetRow>,
     },
+    #[serde(rename = "agent.changed")]
+    AgentChanged { message: String, chain_seq: i64 },
+    #[serde(rename = "agent.list")]
+    AgentList { agents: Vec<ListedAgent> },
     #[serde(rename = "daemon.status")]
     Status {
         pid: u32,
@@ -270,6 +282,25 @@ pub struct ListedPolicy {
     pub scope: Option<String>,
     pub text: String,
     pub created_at: String,
+}
+
+/// One enrolled agent, as `holdcall agent list` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ListedAgent {
+    pub name: String,
+    pub path: String,
+    /// `current`, or `stale` when the file is missing or its identity changed.
+    pub state: String,
+    /// Why it is stale.
+    pub stale_because: Option<String>,
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    /// SHA-256 of the content when it was enrolled (not checked again when matching).
+    pub sha256: String,
+    pub enrolled_at: String,
 }
 
 /// Errors talking to the daemon. Each one means: no decision.
@@ -652,6 +683,16 @@ mod tests {
                 LineRead::Eof
             ]
         );
+    }
+
+    #[test]
+    fn a_session_start_cannot_carry_an_agent() {
+        // A relay that names an agent is not heard: the field does not exist, so it is dropped.
+        let line =
+            r#"{"kind":"session.start","session_id":"s","connector":"c","client":"a","agent":"a"}"#;
+        let req: Request = serde_json::from_str(line).unwrap();
+        let back = serde_json::to_string(&req).unwrap();
+        assert!(!back.contains("agent"), "{back}");
     }
 
     #[test]

@@ -65,6 +65,12 @@ fn the_precedence_table_holds_through_the_real_daemon() {
     ))
     .unwrap();
     let mut checked = 0;
+    // A rule may name only an enrolled agent: the table's agents are A (the caller) and B.
+    for name in ["A", "B"] {
+        let program = env.dir.path().join(name);
+        std::fs::copy("/usr/bin/true", &program).unwrap();
+        env.ok(&["agent", "add", name, program.to_str().unwrap()]);
+    }
     for (n, line) in table.lines().enumerate() {
         let Some(case) = parse_precedence_case(line) else {
             continue;
@@ -178,6 +184,7 @@ fn removing_a_rule_that_does_not_exist_says_so() {
 fn policy_list_shows_the_cedar_text_of_each_rule() {
     let env = Env::new();
     env.ok(&["policy", "default", "deny"]);
+    env.ok(&["agent", "add", "claude", "/usr/bin/true"]);
     env.ok(&["policy", "allow", "read_file", "--agent", "claude"]);
     let out = env.ok(&["policy", "list"]);
     assert!(out.contains("rule-1  deny"), "{out}");

@@ -249,18 +249,24 @@ fn read_only_hours_allow_writes_on_a_monday_morning_by_the_daemons_clock() {
 }
 
 #[test]
-fn one_agent_refuses_sessions_without_that_agent_and_explain_shows_it_allowed() {
+fn one_agent_admits_only_the_enrolled_claude_and_refuses_every_other_session() {
     let env = Env::fast();
-    let out = env.run(&[
-        "policy",
-        "import",
-        &format!("{}.cedar", example("one-agent")),
-    ]);
-    assert!(out.status.success(), "{out:?}");
-    let warnings = String::from_utf8(out.stderr).unwrap();
-    assert!(warnings.contains("one-agent.cedar:"), "{warnings}");
-    // No agent is enrolled yet, so a relayed session has none and is refused.
+    let file = format!("{}.cedar", example("one-agent"));
+    // The file names Agent::"claude": it imports only once claude is enrolled.
+    let err = env.fails(&["policy", "import", &file], 1);
+    assert!(err.contains("agent claude is not enrolled"), "{err}");
+    let claude = env.dir.path().join("claude");
+    std::fs::copy("/usr/bin/timeout", &claude).unwrap();
+    env.ok(&["agent", "add", "claude", claude.to_str().unwrap()]);
+    import(&env, "one-agent");
+    // A relay whose parent is this test has no agent, and is refused.
     assert_eq!(decided(&env, "echo", r#"{"text":"hi"}"#), "deny");
+    // A relay launched by the enrolled program is claude, and allowed.
+    let mut r = env.relay_under(&claude, "demo");
+    r.handshake();
+    r.send(&call("7", "echo", r#"{"text":"hi"}"#));
+    assert!(!is_refusal(&r.recv_json()));
+    r.finish();
     let explain = env.ok(&["policy", "explain", "echo", "--agent", "claude"]);
     assert!(explain.contains("allow-claude"), "{explain}");
     assert!(explain.to_lowercase().contains("allow"), "{explain}");

@@ -171,33 +171,57 @@ impl Env {
         record
     }
 
+    /// A relay in front of the demo server, started by `wrapper` (a program that runs its
+    /// arguments after the first as a child and waits, like `timeout 300 CMD…`), so the relay's
+    /// parent process runs `wrapper`'s executable: how a test plays an MCP client program.
+    pub fn relay_under(&self, wrapper: &Path, connector: &str) -> Relay {
+        let record = self.new_record(connector);
+        let bin = Env::bin();
+        let mut c = Command::new(wrapper);
+        c.arg("300")
+            .arg(&bin)
+            .args(["serve", "--connector", connector, "--client", "test", "--"])
+            .arg(&bin)
+            .arg("demo-server")
+            .arg("--record")
+            .arg(&record)
+            .env("HOLDCALL_HOME", self.home())
+            .env("XDG_RUNTIME_DIR", self.dir.path().join("run"))
+            .env_remove("HOLDCALL_LOG");
+        spawn_relay(c, record)
+    }
+
     /// Starts `holdcall serve` in front of the server command `server`.
     fn relay_to(&self, connector: &str, server: &[&str], record: PathBuf) -> Relay {
         let mut args = vec!["serve", "--connector", connector, "--client", "test", "--"];
         args.extend_from_slice(server);
-        let mut child = self
-            .cmd(&args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take();
-        let lines = lines_of(child.stdout.take().unwrap());
-        let stderr = child.stderr.take().unwrap();
-        let (etx, erx) = channel();
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = BufReader::new(stderr).read_to_string(&mut s);
-            let _ = etx.send(s);
-        });
-        Relay {
-            child,
-            stdin,
-            lines,
-            stderr: Some(erx),
-            record,
-        }
+        spawn_relay(self.cmd(&args), record)
+    }
+}
+
+/// Spawns a relay command with piped stdio and collects its output.
+fn spawn_relay(mut cmd: Command, record: PathBuf) -> Relay {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take();
+    let lines = lines_of(child.stdout.take().unwrap());
+    let stderr = child.stderr.take().unwrap();
+    let (etx, erx) = channel();
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = BufReader::new(stderr).read_to_string(&mut s);
+        let _ = etx.send(s);
+    });
+    Relay {
+        child,
+        stdin,
+        lines,
+        stderr: Some(erx),
+        record,
     }
 }
 
