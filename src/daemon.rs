@@ -882,7 +882,11 @@ async fn decide_held(state: &State, id: String, approve: bool, reason: Option<St
             Next::Reply(Response::Decided {
                 message: format!(
                     "approved {what}, but it was refused: {} (recorded in the journal as entry {})",
-                    entry.fields.detail.as_deref().unwrap_or("a budget has no room left"),
+                    entry
+                        .fields
+                        .detail
+                        .as_deref()
+                        .unwrap_or("a budget has no room left"),
                     entry.chain_seq
                 ),
                 chain_seq: entry.chain_seq,
@@ -913,16 +917,16 @@ async fn release_approved(state: &State, hold: Hold) -> Result<journal::Entry, S
         .collect();
     let charged = match state.sessions.lock() {
         Ok(mut sessions) => match sessions.get_mut(&hold.session_id) {
-            Some(s) => s.charge(&budgets, hold.seq, &hold.tool).map_err(|r| r.reason()),
+            Some(s) => s
+                .charge(&budgets, hold.seq, &hold.tool)
+                .map_err(|r| r.reason()),
             None => Err("its session has ended".to_string()),
         },
         Err(_) => Err("the session table is unavailable".to_string()),
     };
     match charged {
         Ok(()) => settle(state, hold, Release::Approved, Cause::Person, None).await,
-        Err(why) => {
-            settle(state, hold, Release::Rejected, Cause::OverBudget, Some(why)).await
-        }
+        Err(why) => settle(state, hold, Release::Rejected, Cause::OverBudget, Some(why)).await,
     }
 }
 
@@ -1665,8 +1669,14 @@ async fn budget_set(state: &State, calls: i64, scope: BudgetScope) -> Next {
     if let Err(e) = budget_scope_check(&scope) {
         return error(e);
     }
-    // Changes serialise with policy changes.
+    // Changes serialise with policy and agent changes.
     let _rows = state.rows.lock().await;
+    // As for a rule: a budget may name only an enrolled agent.
+    if let Some(a) = &scope.agent
+        && !is_enrolled(state, a)
+    {
+        return error(not_enrolled(a));
+    }
     if let Some(existing) = current_budgets(state)
         .iter()
         .find(|r| r.budget.scope() == scope)
@@ -2079,6 +2089,12 @@ async fn agent_remove(state: &State, name: String) -> Next {
                 || policy::agents_named_in_text(&r.text).contains(&name)
         })
         .map(|r| r.id.clone())
+        .chain(
+            current_budgets(state)
+                .iter()
+                .filter(|b| b.budget.agent.as_deref() == Some(name.as_str()))
+                .map(|b| b.budget.id.clone()),
+        )
         .collect();
     if !naming.is_empty() {
         return error(format!(

@@ -26,8 +26,8 @@
 //! - `demo`: `holdcall demo` and the built-in demo server.
 //! - `bench`: the hidden `holdcall bench-decisions`, which times decisions as a relay asks them.
 
-pub mod approval;
 pub mod agents;
+pub mod approval;
 pub mod bench;
 pub mod budget;
 pub mod cli;

@@ -1063,7 +1063,15 @@ impl ClientPump {
             self.link.dead.store(true, Ordering::SeqCst);
         }
         if verdict == Verdict::Held {
-            self.hold(line, id, word, timeout_ms, requested_version, seq, remembered);
+            self.hold(
+                line,
+                id,
+                word,
+                timeout_ms,
+                requested_version,
+                seq,
+                remembered,
+            );
             return true;
         }
         self.link.forget_word(seq);

@@ -517,7 +517,11 @@ fn an_approved_call_is_charged_to_the_budget_and_one_approved_past_it_is_refused
     let e = wait_for_approval(&env, 2);
     assert_eq!(e["decision"], "rejected");
     assert_eq!(e["reason"], "over-budget");
-    assert_eq!(r.recorded().len(), 3, "initialize, initialized and call 1 only");
+    assert_eq!(
+        r.recorded().len(),
+        3,
+        "initialize, initialized and call 1 only"
+    );
     r.finish();
     env.ok(&["verify"]);
 }

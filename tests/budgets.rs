@@ -130,8 +130,27 @@ fn with_a_one_tool_and_an_all_tools_budget_the_first_without_room_refuses() {
 #[test]
 fn agent_and_connector_budgets_bind_only_their_scope() {
     let env = Env::fast();
-    // Sessions have no enrolled agent yet, and the relay's connector is "demo".
+    // A budget, like a rule, may name only an enrolled agent.
+    let stderr = env.fails(
+        &["policy", "budget", "1", "--all-tools", "--agent", "claude"],
+        1,
+    );
+    assert!(stderr.contains("agent claude is not enrolled"), "{stderr}");
+    // A copy of `timeout` plays the client program "claude"; `session` runs unenrolled, and the
+    // relay's connector is "demo".
+    let claude = env.dir.path().join("claude");
+    std::fs::copy("/usr/bin/timeout", &claude).unwrap();
+    env.ok(&["agent", "add", "claude", claude.to_str().unwrap()]);
     env.ok(&["policy", "budget", "1", "--all-tools", "--agent", "claude"]);
+    let stderr = env.fails(&["agent", "remove", "claude"], 1);
+    assert!(stderr.contains("budget-1"), "{stderr}");
+    let mut r = env.relay_under(&claude, "demo");
+    r.handshake();
+    r.send(&call("1", "echo", ECHO.1));
+    assert!(!is_refusal(&r.recv_json()));
+    r.send(&call("2", "echo", ECHO.1));
+    assert!(is_refusal(&r.recv_json()), "claude's session has one call");
+    r.finish();
     env.ok(&[
         "policy",
         "budget",
