@@ -78,7 +78,15 @@ pub type CheckFn = fn(&Ctx) -> Vec<Check>;
 /// The checks, in the order they print. Still to come when agents and credentials land
 /// (issue 5): `credential_store` (the OS store answers), `enrolments` (each current or stale,
 /// with the `holdcall agent add` remedy), `connectors` (each connector's command exists).
-pub const CHECKS: &[CheckFn] = &[binary, config_toml, daemon, journal, policy, clients];
+pub const CHECKS: &[CheckFn] = &[
+    binary,
+    config_toml,
+    daemon,
+    journal,
+    enrolments,
+    policy,
+    clients,
+];
 
 /// Runs every check.
 pub fn run(ctx: &Ctx) -> Vec<Check> {
@@ -358,6 +366,59 @@ pub fn policy(ctx: &Ctx) -> Vec<Check> {
             Some("run `holdcall policy list` and remove the rule it names"),
         ),
     }]
+}
+
+/// Each enrolled agent: current, or STALE (the file changed since enrolment, so it matches no
+/// process until it is enrolled again).
+pub fn enrolments(ctx: &Ctx) -> Vec<Check> {
+    let name = "enrolments";
+    let Ok(home) = &ctx.home else {
+        return Vec::new();
+    };
+    if !home.db_path().exists() {
+        return vec![check(
+            name,
+            Status::Ok,
+            "no agents enrolled: every session is bound only by rules naming no agent".into(),
+            None,
+        )];
+    }
+    let agents = match Reader::open(&home.db_path()).and_then(|r| r.agents()) {
+        Ok(a) => a,
+        Err(e) => {
+            return vec![check(
+                name,
+                Status::Fail,
+                e.to_string(),
+                Some("run `holdcall verify`"),
+            )];
+        }
+    };
+    if agents.is_empty() {
+        return vec![check(
+            name,
+            Status::Ok,
+            "no agents enrolled: every session is bound only by rules naming no agent".into(),
+            None,
+        )];
+    }
+    agents
+        .iter()
+        .map(|a| match crate::agents::staleness(a) {
+            Ok(()) => check(
+                &format!("agent {}", a.name),
+                Status::Ok,
+                format!("current ({})", a.path),
+                None,
+            ),
+            Err(why) => check(
+                &format!("agent {}", a.name),
+                Status::Warn,
+                format!("STALE: {why}; it matches no process"),
+                Some("enrol it again: `holdcall agent add NAME PATH` (`holdcall agent list` shows both)"),
+            ),
+        })
+        .collect()
 }
 
 /// Each client file: every stdio server routed, or which are not (and which holdcall routed

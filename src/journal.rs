@@ -1831,6 +1831,11 @@ impl Reader {
         read_budgets(&self.conn).map_err(self.read_err())
     }
 
+    /// The enrolled agents, ordered by name.
+    pub fn agents(&self) -> Result<Vec<crate::agents::Enrolment>, JournalError> {
+        read_agents(&self.conn).map_err(self.read_err())
+    }
+
     /// Walks the whole chain in chain_seq order and names every problem it finds (see
     /// docs/journal-format.md, "Verification"). Without `machine_id`, entry 1's prev_hash is taken
     /// as given ([`ChainState::Partial`]). `expect_head` is a head recorded earlier: the chain must

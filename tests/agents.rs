@@ -484,3 +484,33 @@ fn a_started_session_keeps_its_agent_when_enrolment_changes() {
             .all(|e| e["agent"] == "a" && e["decision"] == "allow")
     );
 }
+
+#[test]
+fn doctor_shows_each_enrolment_current_and_warns_once_the_file_changed() {
+    let env = Env::fast();
+    let a = program(&env, "agent-a");
+    add(&env, "a", &a);
+    let out = env.ok(&["doctor"]);
+    assert!(out.contains("[OK  ] agent a: current"), "{out}");
+    std::fs::write(&a, b"#!/bin/sh\nexit 0\n").unwrap();
+    let out = env.run(&["doctor", "--json"]);
+    // A stale enrolment is a warning, not a failure.
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let warn = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "agent a")
+        .unwrap();
+    assert_eq!(warn["status"], "WARN", "{warn}");
+    assert!(
+        warn["message"].as_str().unwrap().contains("STALE"),
+        "{warn}"
+    );
+    assert!(
+        warn["remedy"].as_str().unwrap().contains("agent add"),
+        "{warn}"
+    );
+    env.ok(&["daemon", "stop"]);
+}
