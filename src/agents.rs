@@ -122,6 +122,12 @@ pub enum AgentError {
         )
     )]
     NotExecutable { path: String },
+    #[error("{path} is a script run by {interpreter}; the process that launches a relay runs the interpreter, never the script, so this enrolment could never match")]
+    #[diagnostic(
+        code(holdcall::agents::script),
+        help("enrol the compiled program that launches your MCP servers (for a Node client, its launcher is `node`, which would name everything node runs); `readlink -f \"$(command -v NAME)\"` shows what a command really is")
+    )]
+    Script { path: String, interpreter: String },
     #[error("{path} is {size} bytes; the limit is {max} bytes")]
     #[diagnostic(
         code(holdcall::agents::too_large),
@@ -184,6 +190,18 @@ pub fn enrol_file(path: &str) -> Result<(Identity, String), AgentError> {
         let n = file.read(&mut buf).map_err(unreadable)?;
         if n == 0 {
             break;
+        }
+        // A script is run by its interpreter: the relay's parent would run `node` or `sh`, never
+        // this file, so enrolling it would be accepted and then silently never match.
+        if total == 0
+            && let Some(rest) = buf.get(..n).and_then(|b| b.strip_prefix(b"#!"))
+        {
+            let line = rest.split(|&b| b == b'\n').next().unwrap_or_default();
+            let line = line.get(..line.len().min(200)).unwrap_or_default();
+            return Err(AgentError::Script {
+                path: path.into(),
+                interpreter: crate::approval::visible(String::from_utf8_lossy(line).trim()),
+            });
         }
         total = total.saturating_add(n as u64);
         if total > limits::AGENT_FILE_BYTES_MAX {
@@ -317,7 +335,16 @@ pub fn parent_image<F: AsFd>(sock: &F, relay_pid: i32) -> Result<Identity, Strin
         return Err("the relay exited before its parent was read".into());
     }
     let ppid = parse_ppid(&relay.status()?).ok_or("the relay's status has no usable PPid line")?;
+    if ppid == 1 {
+        // Orphans are adopted by init: its image says nothing about who launched the relay.
+        return Err("the relay's parent is init (pid 1): its launcher exited".into());
+    }
     let parent = ProcDir::open(ppid)?;
+    if is_namespace_init(&parent.status()?) {
+        return Err(format!(
+            "the relay's parent {ppid} is the init of a pid namespace, which adopts orphans"
+        ));
+    }
     let image = parent.image()?;
     let again = parse_ppid(&relay.status()?).ok_or("the relay's status has no usable PPid line")?;
     if again != ppid {
@@ -328,6 +355,16 @@ pub fn parent_image<F: AsFd>(sock: &F, relay_pid: i32) -> Result<Identity, Strin
     parent.alive()?;
     relay.alive()?;
     Ok(image)
+}
+
+/// Whether a process is pid 1 of its own pid namespace (the last `NSpid:` value is 1): like
+/// init, it adopts orphans, so being the parent says nothing about who started the child.
+fn is_namespace_init(status: &str) -> bool {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))
+        .and_then(|v| v.split_whitespace().last())
+        .is_some_and(|last| last == "1")
 }
 
 /// The enrolment whose identity is exactly `image`, if any. A zero device and inode never
@@ -354,6 +391,17 @@ pub fn derive<F: AsFd>(sock: &F, relay_pid: i32, enrolled: &[Enrolment]) -> Opti
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_namespace_init_is_recognised_as_an_adopter_and_an_ordinary_process_is_not() {
+        assert!(is_namespace_init("Name:\tinit\nNSpid:\t4242\t1\n"));
+        assert!(is_namespace_init("NSpid:\t1\n"));
+        assert!(!is_namespace_init("NSpid:\t4242\t17\n"));
+        assert!(!is_namespace_init("NSpid:\t11\n"));
+        assert!(!is_namespace_init("Name:\tno nspid line\n"));
+        let own = std::fs::read_to_string("/proc/self/status").unwrap();
+        assert!(!is_namespace_init(&own));
+    }
 
     #[test]
     fn the_ppid_line_is_read_from_a_real_status() {

@@ -33,16 +33,23 @@ pub enum Cause {
     ArgumentsUnknown,
     /// A person approved it, but a budget of its session had no room left by then.
     OverBudget,
+    /// A person approved it, but the rules in force by then refuse it (a deny added while it
+    /// was held, or a `context.session` limit reached meanwhile).
+    Policy,
+    /// It could not be held: `limits::HELD_CALLS_MAX` calls were held already.
+    Capacity,
 }
 
 impl Cause {
-    pub const ALL: [Cause; 6] = [
+    pub const ALL: [Cause; 8] = [
         Cause::Person,
         Cause::Timeout,
         Cause::SessionEnded,
         Cause::ConnectionDropped,
         Cause::ArgumentsUnknown,
         Cause::OverBudget,
+        Cause::Policy,
+        Cause::Capacity,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -53,6 +60,8 @@ impl Cause {
             Cause::ConnectionDropped => "connection-dropped",
             Cause::ArgumentsUnknown => "arguments-unknown",
             Cause::OverBudget => "over-budget",
+            Cause::Policy => "policy",
+            Cause::Capacity => "capacity",
         }
     }
 
@@ -69,6 +78,8 @@ impl Cause {
             Cause::ConnectionDropped => "the relay's connection dropped while it was held",
             Cause::ArgumentsUnknown => "its arguments were too large to show to a person",
             Cause::OverBudget => "a person approved it, but its session's budget had no room left",
+            Cause::Policy => "a person approved it, but the rules in force by then refuse it",
+            Cause::Capacity => "too many calls were held already to hold it",
         }
     }
 }

@@ -491,15 +491,45 @@ struct ConnCtx {
 }
 
 async fn serve_conn(state: Arc<State>, stream: UnixStream, conn: u64) {
-    let verdict = peer::judge(&stream);
+    // Judging the peer and finding its parent stat files under /proc, which reach the file
+    // system of the peer's executable; one that never answers (a hung FUSE mount) must stall
+    // only this connection, never the daemon's few async threads. So both run on the blocking
+    // pool under a bound; past it the connection is refused.
+    let Ok(fd) = std::os::fd::AsFd::as_fd(&stream).try_clone_to_owned() else {
+        tracing::warn!("refused a connection: its socket could not be duplicated");
+        return;
+    };
+    let enrolled = current_agents(&state);
+    let checked = tokio::time::timeout(
+        limits::PEER_CHECK_TIMEOUT,
+        tokio::task::spawn_blocking(move || {
+            let verdict = peer::judge(&fd);
+            // Who is calling is the kernel's word: the executable of the relay's parent,
+            // matched against the enrolments now. Nothing a relay or client sends can name it;
+            // a failure is unenrolled.
+            let agent = match verdict {
+                peer::Verdict::Same { pid } => agents::derive(&fd, pid, &enrolled),
+                _ => None,
+            };
+            (verdict, agent)
+        }),
+    )
+    .await;
+    let (verdict, agent) = match checked {
+        Ok(Ok(v)) => v,
+        Ok(Err(_)) | Err(_) => {
+            tracing::warn!(
+                "refused a connection: its peer could not be judged within {:?}",
+                limits::PEER_CHECK_TIMEOUT
+            );
+            return;
+        }
+    };
     let peer::Verdict::Same { pid } = verdict else {
         // Nothing is read from, or written to, a peer that is not this build running as us.
         tracing::warn!("refused a connection: {}", verdict.describe("the peer"));
         return;
     };
-    // Who is calling is the kernel's word: the executable of the relay's parent, matched against
-    // the enrolments now. Nothing a relay or client sends can name it; a failure is unenrolled.
-    let agent = agents::derive(&stream, pid, &current_agents(&state));
     let (r, mut w) = stream.into_split();
     let mut r = peer::CheckedReader::new(r, pid);
     let (out, mut out_rx) = unbounded_channel::<Vec<u8>>();
@@ -909,24 +939,72 @@ async fn decide_held(state: &State, id: String, approve: bool, reason: Option<St
 /// Where a person's approval turns into a forward. Everything that must hold before an approved
 /// call runs belongs here, before `settle`.
 async fn release_approved(state: &State, hold: Hold) -> Result<journal::Entry, String> {
-    // An approved call is charged to its session's budgets like an allowed one; a budget with no
-    // room left by now refuses it, and the journal says so (cause `over-budget`).
+    // The rules are asked again with the session's counts and the policy as they are now: a
+    // deny added while the call was held, or a `context.session` limit other approved calls
+    // have used up meanwhile, refuses it (cause `policy`). An approval never overrides a deny.
     let budgets: Vec<Budget> = current_budgets(state)
         .iter()
         .map(|r| r.budget.clone())
         .collect();
+    let counts = match state.sessions.lock() {
+        Ok(sessions) => sessions
+            .get(&hold.session_id)
+            .map(|s| s.counters.snapshot(&hold.tool)),
+        Err(_) => None,
+    };
+    let Some(counts) = counts else {
+        // The session ended while the person was deciding: the relay will not forward it.
+        return settle(state, hold, Release::Rejected, Cause::SessionEnded, None).await;
+    };
+    let ctx = CallContext::from_call(hold.arguments.as_deref(), false, state.clock())
+        .with_session(counts);
+    let now = current_policy(state).decide_with(
+        &CallRequest {
+            agent: hold.agent.as_deref(),
+            connector: &hold.connector,
+            tool: &hold.tool,
+        },
+        &ctx,
+    );
+    if now.effect == Effect::Deny {
+        let why = format!(
+            "the rules in force now refuse it: {}{}",
+            now.reason,
+            now.policy_id
+                .map(|p| format!(" (policy {p})"))
+                .unwrap_or_default()
+        );
+        return settle(state, hold, Release::Rejected, Cause::Policy, Some(why)).await;
+    }
+    // An approved call is charged to its session's budgets like an allowed one; a budget with no
+    // room left by now refuses it, and the journal says so (cause `over-budget`).
     let charged = match state.sessions.lock() {
         Ok(mut sessions) => match sessions.get_mut(&hold.session_id) {
             Some(s) => s
                 .charge(&budgets, hold.seq, &hold.tool)
-                .map_err(|r| r.reason()),
-            None => Err("its session has ended".to_string()),
+                .map_err(|r| (Cause::OverBudget, r.reason())),
+            None => Err((Cause::SessionEnded, String::new())),
         },
-        Err(_) => Err("the session table is unavailable".to_string()),
+        Err(_) => Err((Cause::SessionEnded, String::new())),
     };
     match charged {
-        Ok(()) => settle(state, hold, Release::Approved, Cause::Person, None).await,
-        Err(why) => settle(state, hold, Release::Rejected, Cause::OverBudget, Some(why)).await,
+        Ok(()) => {
+            let (session_id, seq, tool) = (hold.session_id.clone(), hold.seq, hold.tool.clone());
+            let recorded = settle(state, hold, Release::Approved, Cause::Person, None).await;
+            if recorded.is_err()
+                && let Ok(mut sessions) = state.sessions.lock()
+                && let Some(s) = sessions.get_mut(&session_id)
+            {
+                // Not recorded, so not run: the charge is taken back.
+                s.counters.refund(&tool);
+                s.charged.remove(&seq);
+            }
+            recorded
+        }
+        Err((cause, why)) => {
+            let why = (!why.is_empty()).then_some(why);
+            settle(state, hold, Release::Rejected, cause, why).await
+        }
     }
 }
 
@@ -1015,10 +1093,35 @@ async fn hold_call(
         })
     };
     if state.approvals.is_full() {
-        return undecided(format!(
+        let why = format!(
             "{} calls are held for a person already; this one cannot be held too",
             limits::HELD_CALLS_MAX
-        ));
+        );
+        // The journal gets the end of this `ask` too, so no held call is left without a word.
+        let _ = state
+            .writer
+            .append(
+                Kind::CallApproval,
+                Fields {
+                    session_id: Some(call.session_id.clone()),
+                    seq: Some(call.seq),
+                    connector: Some(connector.clone()),
+                    tool: Some(call.tool.clone()),
+                    agent: agent.clone(),
+                    args_digest: Some(call.args_digest.clone()),
+                    decision: Some("rejected".into()),
+                    reason: Some(Cause::Capacity.as_str().into()),
+                    detail: Some(why.clone()),
+                    ..Fields::default()
+                },
+            )
+            .await;
+        if let Ok(mut sessions) = state.sessions.lock()
+            && let Some(s) = sessions.get_mut(&call.session_id)
+        {
+            s.counters.note_refused();
+        }
+        return undecided(why);
     }
     let Ok(id) = approval::new_hold_id() else {
         return undecided("no random hold id could be drawn".into());

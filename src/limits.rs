@@ -132,6 +132,11 @@ const _: () = assert!(APPROVAL_TIMEOUT_MIN.as_secs() <= APPROVAL_TIMEOUT_DEFAULT
 const _: () = assert!(APPROVAL_TIMEOUT_DEFAULT.as_secs() <= APPROVAL_TIMEOUT_MAX.as_secs());
 // The relay's own bound must outlast the daemon's decision round trip.
 const _: () = assert!(APPROVAL_RELAY_MARGIN.as_secs() > DECISION_TIMEOUT.as_secs());
+/// Longest the daemon spends judging a new connection's peer and finding its parent's image
+/// (stats under `/proc`, off the async threads). They take microseconds; only a file system that
+/// never answers reaches this, and such a peer is refused.
+pub const PEER_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Longest executable path `holdcall agent add` accepts (bytes): Linux's PATH_MAX.
 pub const AGENT_PATH_BYTES_MAX: usize = 4096;
 

@@ -373,6 +373,7 @@ fn route_word(
         (Release::Rejected, Some(Cause::OverBudget)) => {
             Word::Refused(frame::DENIED_OVER_BUDGET.into())
         }
+        (Release::Rejected, Some(Cause::Policy)) => Word::Refused(frame::DENIED_BY_POLICY.into()),
         _ => Word::Refused(frame::DENIED_NO_DECISION.into()),
     };
     let _ = waiting.tx.send(word);

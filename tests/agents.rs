@@ -262,6 +262,13 @@ fn enrolment_refuses_what_it_cannot_identify() {
     std::fs::write(&data, b"not a program").unwrap();
     let err = env.fails(&["agent", "add", "a", data.to_str().unwrap()], 1);
     assert!(err.contains("not a regular executable"), "{err}");
+    // A script never runs as itself: its interpreter would be the relay's parent, so the
+    // enrolment could never match. Refused, naming the interpreter.
+    let script = env.dir.path().join("claude");
+    std::fs::write(&script, b"#!/usr/bin/env node\nrequire('./cli.js')\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let err = env.fails(&["agent", "add", "claude", script.to_str().unwrap()], 1);
+    assert!(err.contains("is a script run by /usr/bin/env node"), "{err}");
     let a = program(&env, "agent-a");
     let err = env.fails(&["agent", "add", "-bad", a.to_str().unwrap()], 2);
     assert!(err.contains("-bad") || err.contains("unexpected"), "{err}");

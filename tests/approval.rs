@@ -525,3 +525,61 @@ fn an_approved_call_is_charged_to_the_budget_and_one_approved_past_it_is_refused
     r.finish();
     env.ok(&["verify"]);
 }
+
+#[test]
+fn an_approval_never_overrides_a_deny_added_while_the_call_was_held() {
+    let env = Env::new();
+    env.ok(&["policy", "ask", "echo"]);
+    let watch = Watch::start(&env);
+    let mut r = env.relay("demo");
+    r.handshake();
+    r.send(&call("1", "echo", r#"{"text":"one"}"#));
+    let id = watch.next()["id"].as_str().unwrap().to_string();
+    // While it waits, the rules change: echo is now denied on this connector.
+    env.ok(&["policy", "deny", "echo", "--connector", "demo"]);
+    let said = env.ok(&["approve", &id]);
+    assert!(said.contains("but it was refused"), "{said}");
+    refusal_text(&answer(&mut r, 1));
+    let e = wait_for_approval(&env, 1);
+    assert_eq!(e["decision"], "rejected");
+    assert_eq!(e["reason"], "policy");
+    assert_eq!(r.recorded().len(), 2, "the server saw the handshake only");
+    r.finish();
+}
+
+#[test]
+fn held_calls_approved_past_a_context_session_limit_are_refused() {
+    let env = Env::new();
+    let path = env.dir.path().join("once.cedar");
+    std::fs::write(
+        &path,
+        r#"@id("echo-asks")
+@holdcall_effect("ask")
+forbid (principal, action, resource in ToolName::"echo");
+
+@id("echo-once-per-session")
+forbid (principal, action, resource in ToolName::"echo")
+when { context.session.tool_calls >= 1 };
+"#,
+    )
+    .unwrap();
+    env.ok(&["policy", "import", path.to_str().unwrap()]);
+    let watch = Watch::start(&env);
+    let mut r = env.relay("demo");
+    r.handshake();
+    // Both are held while no echo has run yet, so the limit does not refuse either at once.
+    r.send(&call("1", "echo", r#"{"text":"one"}"#));
+    let first = watch.next()["id"].as_str().unwrap().to_string();
+    r.send(&call("2", "echo", r#"{"text":"two"}"#));
+    let second = watch.next()["id"].as_str().unwrap().to_string();
+    env.ok(&["approve", &first]);
+    assert!(!is_refusal(&answer(&mut r, 1)));
+    // The first one ran: approving the second would make two, which the policy forbids.
+    let said = env.ok(&["approve", &second]);
+    assert!(said.contains("but it was refused"), "{said}");
+    assert!(said.contains("echo-once-per-session"), "{said}");
+    refusal_text(&answer(&mut r, 2));
+    assert_eq!(wait_for_approval(&env, 2)["reason"], "policy");
+    r.finish();
+    env.ok(&["verify"]);
+}
