@@ -9,6 +9,8 @@
 //! - `relay`: `holdcall serve`, the stdio pump between client and server; the only stdout writer.
 //! - `wire`: the daemon socket's messages, bounded reads, and verified dialing.
 //! - `peer`: who is on the other end of a socket, by the kernel's word.
+//! - `vault`: the OS credential store (Secret Service, Keychain) that keeps connectors' secrets.
+//! - `connector`: registered connectors: their rules, the launch a relay is handed, its environment.
 //! - `daemon`: sessions, the decision service, and the single writer of the database.
 //! - `context`: the Cedar context of a call (arguments mapped without JSON escapes, time). No I/O.
 //! - `policy`: Cedar: compile, validate, evaluate, the precedence wrapper, explain. No I/O.
@@ -23,6 +25,7 @@
 pub mod bench;
 pub mod cli;
 pub mod config;
+pub mod connector;
 pub mod context;
 pub mod daemon;
 pub mod demo;
@@ -35,6 +38,7 @@ pub mod policy;
 pub mod policyfile;
 pub mod policytest;
 pub mod relay;
+pub mod vault;
 pub mod wire;
 
 /// This build's version.

@@ -83,6 +83,14 @@ pub enum Request {
     Status,
     #[serde(rename = "daemon.shutdown")]
     Shutdown,
+    /// Register (or replace) a connector's command and secret. Sent only to a verified daemon;
+    /// its `Debug` never shows the secret.
+    #[serde(rename = "connector.set")]
+    ConnectorSet(crate::connector::SetRequest),
+    #[serde(rename = "connector.remove")]
+    ConnectorRemove { name: String },
+    #[serde(rename = "connector.list")]
+    ConnectorList,
 }
 
 impl Request {
@@ -115,6 +123,25 @@ pub enum Verdict {
 pub enum Response {
     #[serde(rename = "ok")]
     Ok,
+    /// The answer to `session.start`: the session is open; `launch` is set when the connector is
+    /// registered, and then the relay runs that command with that secret and nothing else.
+    #[serde(rename = "session.opened")]
+    SessionOpened {
+        launch: Option<crate::connector::Launch>,
+    },
+    /// The connector is registered but its secret cannot be read: the relay must not start a
+    /// server. `message` says which and why (never the secret).
+    #[serde(rename = "credential.unavailable")]
+    CredentialUnavailable { connector: String, message: String },
+    #[serde(rename = "connector.changed")]
+    ConnectorChanged {
+        message: String,
+        chain_seq: Option<i64>,
+    },
+    #[serde(rename = "connector.list")]
+    ConnectorList {
+        connectors: Vec<crate::connector::ListedConnector>,
+    },
     #[serde(rename = "error")]
     Error { message: String },
     #[serde(rename = "decision")]
