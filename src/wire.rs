@@ -524,6 +524,44 @@ mod tests {
     }
 
     #[test]
+    fn a_launch_travels_whole_but_no_debug_of_a_message_shows_its_secret() {
+        let launch = crate::connector::Launch {
+            command: vec!["/usr/bin/node".into()],
+            env_key: "K".into(),
+            secret: crate::vault::Secret::new("canary-7f3a".into()),
+            pass_env: vec![],
+        };
+        let r = Response::SessionOpened {
+            launch: Some(launch),
+        };
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.starts_with("{\"kind\":\"session.opened\""));
+        assert!(
+            text.contains("canary-7f3a"),
+            "the secret travels to the relay"
+        );
+        assert!(!format!("{r:?}").contains("canary"));
+        let back: Response = serde_json::from_str(&text).unwrap();
+        assert!(!format!("{back:#?}").contains("canary"));
+        let set = Request::ConnectorSet(crate::connector::SetRequest {
+            name: "gh".into(),
+            env_key: "K".into(),
+            command: vec!["/usr/bin/node".into()],
+            pass_env: vec![],
+            secret: crate::vault::Secret::new("canary-7f3a".into()),
+        });
+        let text = serde_json::to_string(&set).unwrap();
+        assert!(
+            text.starts_with("{\"kind\":\"connector.set\""),
+            "{}",
+            text.len()
+        );
+        let back: Request = serde_json::from_str(&text).unwrap();
+        assert!(!back.is_session());
+        assert!(!format!("{set:?}{back:?}").contains("canary"));
+    }
+
+    #[test]
     fn requests_round_trip_through_json() {
         let r = Request::CallRequest {
             session_id: "s".into(),
