@@ -230,6 +230,32 @@ fn a_connector_is_set_from_stdin_listed_without_its_secret_and_removed() {
 }
 
 #[test]
+fn a_registration_the_journal_cannot_record_leaves_no_secret_in_the_store() {
+    let (env, ss) = setup();
+    env.ok(&["daemon", "start"]);
+    let db = rusqlite::Connection::open(env.db()).unwrap();
+    db.execute_batch(
+        "CREATE TRIGGER no_more BEFORE INSERT ON journal BEGIN SELECT RAISE(ABORT, 'disk says no'); END;",
+    )
+    .unwrap();
+    let out = set(&env, "gh", "GITHUB_TOKEN", &[], &["env"], "tok-0");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("the secret was deleted again"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        ss.lookup(&service_of(&env), "gh"),
+        None,
+        "the secret outlived its registration"
+    );
+    db.execute_batch("DROP TRIGGER no_more;").unwrap();
+    assert_eq!(env.ok(&["connector", "list", "--json"]).trim(), "[]");
+    env.ok(&["verify"]);
+}
+
+#[test]
 fn the_secret_is_never_taken_from_the_command_line() {
     let (env, ss) = setup();
     let out = set(&env, "gh", "GITHUB_TOKEN=abc123", &[], &["env"], "s");
