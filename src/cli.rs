@@ -571,10 +571,12 @@ fn connector_set(
 fn read_secret() -> Result<crate::vault::Secret, CliError> {
     use std::io::{BufRead, IsTerminal, Read};
     let stdin = std::io::stdin();
+    // Echo goes off before the prompt appears, so nothing typed after it is ever shown.
     let _echo = if stdin.is_terminal() {
+        let quiet = EchoOff::new(&stdin)?;
         eprint!("Secret: ");
         std::io::stderr().flush()?;
-        Some(EchoOff::new(&stdin)?)
+        Some(quiet)
     } else {
         None
     };
@@ -624,7 +626,7 @@ impl Drop for EchoOff {
     fn drop(&mut self) {
         let _ = nix::sys::termios::tcsetattr(
             &self.fd,
-            nix::sys::termios::SetArg::TCSAFLUSH,
+            nix::sys::termios::SetArg::TCSADRAIN,
             &self.saved,
         );
     }

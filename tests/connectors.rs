@@ -282,6 +282,71 @@ fn the_secret_is_never_taken_from_the_command_line() {
 }
 
 #[test]
+fn at_a_terminal_the_secret_is_typed_at_a_prompt_that_does_not_echo_it() {
+    let (env, ss) = setup();
+    let secret = canary();
+    // python3's pty module gives `connector set` a real terminal as stdin and stderr, types
+    // the secret after the prompt, and reports everything the terminal showed.
+    let script = r#"
+import os, pty, select, sys
+secret = sys.argv[1].encode()
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+shown, typed = b"", False
+while True:
+    ready, _, _ = select.select([fd], [], [], 20)
+    if not ready:
+        os.kill(pid, 9)
+        break
+    try:
+        chunk = os.read(fd, 4096)
+    except OSError:
+        break
+    if not chunk:
+        break
+    shown += chunk
+    if not typed and b"Secret: " in shown:
+        os.write(fd, secret + b"\n")
+        typed = True
+_, status = os.waitpid(pid, 0)
+sys.stdout.buffer.write(b"exit=%d typed=%d echoed=%d\n" % (os.waitstatus_to_exitcode(status), typed, secret in shown))
+sys.stdout.buffer.write(shown.replace(secret, b"<CANARY>"))
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script, &secret, Env::bin().to_str().unwrap()])
+        .args([
+            "connector",
+            "set",
+            "gh",
+            "--env",
+            "GITHUB_TOKEN",
+            "--",
+            "env",
+        ])
+        .env("HOLDCALL_HOME", env.home())
+        .env("XDG_RUNTIME_DIR", env.dir.path().join("run"))
+        .env("DBUS_SESSION_BUS_ADDRESS", &ss.address)
+        .env_remove("DISPLAY")
+        .env_remove("HOLDCALL_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        report.starts_with("exit=0 typed=1 echoed=0\n"),
+        "{report}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(report.contains("Secret: "), "{report}");
+    assert!(report.contains("connector gh registered"), "{report}");
+    assert_eq!(
+        ss.lookup(&service_of(&env), "gh").as_deref(),
+        Some(secret.as_str())
+    );
+}
+
+#[test]
 fn env_keys_the_loader_reads_and_path_are_refused_before_anything_is_stored() {
     let (env, ss) = setup();
     for key in ["LD_PRELOAD", "DYLD_INSERT_LIBRARIES", "PATH", "1X", "A-B"] {

@@ -434,7 +434,7 @@ impl SecretService {
             ),
         )
         .unwrap();
-        let mut bus = Command::new("dbus-daemon")
+        let mut bus = die_with_test(Command::new("dbus-daemon"))
             .arg(format!("--config-file={}", config.display()))
             .args(["--nofork", "--print-address=1"])
             .env("HOME", dir.path().join("home"))
@@ -462,7 +462,7 @@ impl SecretService {
         // A non-empty password on stdin unlocks (creating) the login keyring; an empty one would
         // make gnome-keyring ask a graphical prompt, which fails here.
         let mut keyring = ss
-            .env(Command::new("gnome-keyring-daemon"))
+            .env(die_with_test(Command::new("gnome-keyring-daemon")))
             .args(["--foreground", "--components=secrets", "--unlock"])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
@@ -542,6 +542,22 @@ impl Drop for SecretService {
         let _ = self.bus.kill();
         let _ = self.bus.wait();
     }
+}
+
+/// `cmd` receives SIGKILL when the test thread that started it ends, or the test process dies
+/// by a signal (when `Drop` never runs), so no bus or keyring outlives its test.
+#[allow(unsafe_code)]
+fn die_with_test(mut cmd: Command) -> Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: runs in the forked child before exec; prctl is async-signal-safe and the closure
+    // allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .map_err(std::io::Error::from)
+        });
+    }
+    cmd
 }
 
 /// The service name Holdcall stores a home's secrets under.
