@@ -122,10 +122,14 @@ pub enum AgentError {
         )
     )]
     NotExecutable { path: String },
-    #[error("{path} is a script run by {interpreter}; the process that launches a relay runs the interpreter, never the script, so this enrolment could never match")]
+    #[error(
+        "{path} is a script run by {interpreter}; the process that launches a relay runs the interpreter, never the script, so this enrolment could never match"
+    )]
     #[diagnostic(
         code(holdcall::agents::script),
-        help("enrol the compiled program that launches your MCP servers (for a Node client, its launcher is `node`, which would name everything node runs); `readlink -f \"$(command -v NAME)\"` shows what a command really is")
+        help(
+            "enrol the compiled program that launches your MCP servers (for a Node client, its launcher is `node`, which would name everything node runs); `readlink -f \"$(command -v NAME)\"` shows what a command really is"
+        )
     )]
     Script { path: String, interpreter: String },
     #[error("{path} is {size} bytes; the limit is {max} bytes")]

@@ -117,7 +117,7 @@ impl Relay {
                 limits::DECISION_TIMEOUT,
             )
             .await?;
-        if !matches!(started, Response::Ok) {
+        if !matches!(started, Response::SessionOpened { launch: None }) {
             return Err(BenchError::Answer {
                 relay: n,
                 what: format!("session.start answered {started:?}"),

@@ -80,6 +80,12 @@ pub enum Command {
         #[command(subcommand)]
         action: AgentCmd,
     },
+    /// Register, list and remove connectors whose server needs a secret (kept in the OS
+    /// credential store, handed only to the registered command).
+    Connector {
+        #[command(subcommand)]
+        action: ConnectorCmd,
+    },
     /// Show journal entries, oldest first.
     Log(LogArgs),
     /// Check the journal's hash chain.
@@ -183,6 +189,32 @@ pub enum AgentCmd {
     },
     /// Remove an enrolment (refused while rules name the agent).
     Remove { name: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConnectorCmd {
+    /// Register NAME's server command and its secret. The secret is read from stdin (one line)
+    /// or typed at a prompt that does not echo; never from the command line.
+    Set {
+        /// The connector name (the --connector given to `holdcall serve`).
+        name: String,
+        /// The environment variable the server reads its secret from.
+        #[arg(long = "env", value_name = "KEY")]
+        env_key: String,
+        /// A variable of the relay's environment the server also gets (repeatable).
+        #[arg(long = "pass-env", value_name = "NAME")]
+        pass_env: Vec<String>,
+        /// The server command and its arguments, after `--`; resolved to an absolute path now.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<OsString>,
+    },
+    /// Delete NAME's secret from the credential store and unregister it.
+    Remove { name: String },
+    /// The registered connectors: name, key, command, pass-through names (never a secret).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Clone, Args)]
@@ -404,6 +436,18 @@ pub enum CliError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Bench(#[from] crate::bench::BenchError),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Connector(#[from] crate::connector::ConnectorError),
+    #[error("refusing the process on {socket}: {why}; the secret was not sent to it")]
+    #[diagnostic(
+        code(holdcall::cli::secret_not_sent),
+        help(
+            "a secret goes only to this Holdcall build's daemon running as you; stop whatever \
+             listens there, then `holdcall daemon start`"
+        )
+    )]
+    SecretNotSent { socket: String, why: String },
     #[error("the demo failed: {0}")]
     #[diagnostic(
         code(holdcall::cli::demo),
@@ -442,6 +486,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         }
         Command::Daemon { action } => daemon_cmd(action),
         Command::Policy { action } => policy_cmd(action),
+        Command::Connector { action } => connector_cmd(action),
         Command::Approve {
             id: Some(id),
             watch: _,
@@ -552,6 +597,204 @@ fn ask_daemon_within(req: Request, timeout: Duration) -> Result<Response, CliErr
             other => Ok(other),
         }
     })
+}
+
+fn connector_cmd(action: ConnectorCmd) -> Result<i32, CliError> {
+    match action {
+        ConnectorCmd::Set {
+            name,
+            env_key,
+            pass_env,
+            command,
+        } => connector_set(name, env_key, pass_env, command),
+        ConnectorCmd::Remove { name } => {
+            crate::policy::validate_scope_name("connector", &name)?;
+            connector_changed(ask_daemon_within(
+                Request::ConnectorRemove { name },
+                limits::STORE_REQUEST_TIMEOUT,
+            )?)
+        }
+        ConnectorCmd::List { json } => connector_list(json),
+    }
+}
+
+fn connector_changed(resp: Response) -> Result<i32, CliError> {
+    match resp {
+        Response::ConnectorChanged { message, .. } => {
+            println!("{message}");
+            Ok(0)
+        }
+        _ => Err(CliError::Unexpected),
+    }
+}
+
+/// `connector set`: everything is checked and the command resolved before the daemon is dialed;
+/// the daemon is verified before the secret is even read; only then is it sent.
+fn connector_set(
+    name: String,
+    env_key: String,
+    pass_env: Vec<String>,
+    command: Vec<OsString>,
+) -> Result<i32, CliError> {
+    use crate::connector::{self, ConnectorError};
+    crate::policy::validate_scope_name("connector", &name)?;
+    if env_key.contains('=') {
+        return Err(ConnectorError::EnvKey(
+            "--env takes only the variable's name (KEY, not KEY=value): the secret is read from \
+             stdin or a prompt, never from the command line"
+                .into(),
+        )
+        .into());
+    }
+    let words = command
+        .iter()
+        .map(|w| {
+            w.to_str().map(str::to_string).ok_or_else(|| {
+                ConnectorError::Command(format!("the command word {w:?} is not UTF-8"))
+            })
+        })
+        .collect::<Result<Vec<String>, _>>()?;
+    let Some((program, args)) = words.split_first() else {
+        return Err(ConnectorError::Command("no command after `--`".into()).into());
+    };
+    let cwd = std::env::current_dir()?;
+    let resolved = connector::resolve_program(program, std::env::var_os("PATH").as_ref(), &cwd)?;
+    let resolved = resolved.to_str().map(str::to_string).ok_or_else(|| {
+        ConnectorError::Command(format!("{} is not a UTF-8 path", resolved.display()))
+    })?;
+    let mut full = vec![resolved];
+    full.extend(args.iter().cloned());
+    let mut req = connector::SetRequest {
+        name,
+        env_key,
+        command: full,
+        pass_env,
+        // Checked with a placeholder now, so a bad key or command fails before the prompt.
+        secret: crate::vault::Secret::new("x".into()),
+    };
+    connector::validate(&req)?;
+
+    let (home, _) = home_and_config()?;
+    let rt = current_thread()?;
+    let mut conn = rt
+        .block_on(wire::connect_or_start(&home))
+        .map_err(|e| match e {
+            WireError::NotVerified { socket, why } => CliError::SecretNotSent { socket, why },
+            other => CliError::Wire(other),
+        })?;
+    req.secret = read_secret()?;
+    connector::validate_secret(req.secret.expose())?;
+    let resp = rt.block_on(async {
+        match conn
+            .call(&Request::ConnectorSet(req), limits::STORE_REQUEST_TIMEOUT)
+            .await?
+        {
+            Response::Error { message } => Err(CliError::Refused(message)),
+            other => Ok(other),
+        }
+    })?;
+    connector_changed(resp)
+}
+
+/// The secret: one line from stdin when it is not a terminal, else typed at a `Secret: ` prompt
+/// (on stderr) with echo turned off. The newline is not part of it.
+fn read_secret() -> Result<crate::vault::Secret, CliError> {
+    use std::io::{BufRead, IsTerminal, Read};
+    let stdin = std::io::stdin();
+    // Echo goes off before the prompt appears, so nothing typed after it is ever shown.
+    let _echo = if stdin.is_terminal() {
+        let quiet = EchoOff::new(&stdin)?;
+        eprint!("Secret: ");
+        std::io::stderr().flush()?;
+        Some(quiet)
+    } else {
+        None
+    };
+    let mut line = Vec::new();
+    // One byte past the limit (and its line break) is enough to know it is too long.
+    stdin
+        .lock()
+        .take(limits::SECRET_BYTES_MAX as u64 + 3)
+        .read_until(b'\n', &mut line)?;
+    if _echo.is_some() {
+        eprintln!();
+    }
+    if line.last() == Some(&b'\n') {
+        line.pop();
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+    }
+    let text = String::from_utf8(line).map_err(|_| {
+        crate::connector::ConnectorError::Secret("the secret is not UTF-8 text".into())
+    })?;
+    crate::connector::validate_secret(&text)?;
+    Ok(crate::vault::Secret::new(text))
+}
+
+/// Terminal echo turned off for as long as it lives (restored on drop, error or not).
+struct EchoOff {
+    fd: std::os::fd::OwnedFd,
+    saved: nix::sys::termios::Termios,
+}
+
+impl EchoOff {
+    fn new(stdin: &std::io::Stdin) -> Result<EchoOff, CliError> {
+        use nix::sys::termios::{LocalFlags, SetArg, tcgetattr, tcsetattr};
+        use std::os::fd::AsFd;
+        let fd = stdin.as_fd().try_clone_to_owned()?;
+        let saved = tcgetattr(&fd).map_err(std::io::Error::from)?;
+        let mut quiet = saved.clone();
+        quiet.local_flags.remove(LocalFlags::ECHO);
+        quiet.local_flags.insert(LocalFlags::ECHONL);
+        tcsetattr(&fd, SetArg::TCSAFLUSH, &quiet).map_err(std::io::Error::from)?;
+        Ok(EchoOff { fd, saved })
+    }
+}
+
+impl Drop for EchoOff {
+    fn drop(&mut self) {
+        let _ = nix::sys::termios::tcsetattr(
+            &self.fd,
+            nix::sys::termios::SetArg::TCSADRAIN,
+            &self.saved,
+        );
+    }
+}
+
+fn connector_list(json: bool) -> Result<i32, CliError> {
+    let Response::ConnectorList { connectors } = ask_daemon(Request::ConnectorList)? else {
+        return Err(CliError::Unexpected);
+    };
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, &connectors).map_err(std::io::Error::other)?;
+        writeln!(out)?;
+        return Ok(0);
+    }
+    if connectors.is_empty() {
+        writeln!(
+            out,
+            "(no connectors registered: every server runs as its client's configuration says, with no secret from Holdcall)"
+        )?;
+        return Ok(0);
+    }
+    for c in &connectors {
+        let pass = if c.pass_env.is_empty() {
+            String::new()
+        } else {
+            format!("; passes {}", c.pass_env.join(", "))
+        };
+        writeln!(
+            out,
+            "{}  secret in {}  runs {}  (since {}{pass})",
+            c.name,
+            c.env_key,
+            visible(&c.command.join(" ")),
+            local_time(&c.updated_at)
+        )?;
+    }
+    Ok(0)
 }
 
 /// `holdcall approve ID` / `holdcall reject ID [--reason TEXT]`.

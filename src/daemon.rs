@@ -29,6 +29,7 @@ use crate::journal::{
 use crate::limits;
 use crate::peer;
 use crate::policy::{self, CallRequest, Effect, PolicySet, Scope, StoredPolicy};
+use crate::vault::{self, Keyring, SecretStore};
 use crate::wire::{self, Release, Request, Response, Verdict};
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
@@ -88,6 +89,17 @@ enum Op {
     ),
     SessionStarted(String, oneshot::Sender<Result<bool, String>>),
     Head(oneshot::Sender<Option<(i64, String)>>),
+    /// A connector's row and its `connector.change` entry, in one transaction.
+    ChangeConnector {
+        change: journal::ConnectorChange,
+        fields: Fields,
+        reply: oneshot::Sender<Result<Entry, String>>,
+    },
+    Connectors(oneshot::Sender<Result<Vec<journal::ConnectorRow>, String>>),
+    Connector(
+        String,
+        oneshot::Sender<Result<Option<journal::ConnectorRow>, String>>,
+    ),
 }
 
 /// Most appends the writer folds into one transaction (one commit, one fsync).
@@ -169,6 +181,22 @@ fn writer_thread(mut j: Journal, rx: std_mpsc::Receiver<Op>) {
             }
             Op::Head(reply) => {
                 let _ = reply.send(j.head());
+            }
+            Op::ChangeConnector {
+                change,
+                fields,
+                reply,
+            } => {
+                let _ = reply.send(
+                    j.change_connector(change, fields)
+                        .map_err(|e| e.to_string()),
+                );
+            }
+            Op::Connectors(reply) => {
+                let _ = reply.send(j.connectors().map_err(|e| e.to_string()));
+            }
+            Op::Connector(name, reply) => {
+                let _ = reply.send(j.connector(&name).map_err(|e| e.to_string()));
             }
         }
     }
@@ -260,6 +288,11 @@ struct State {
     approvals: approval::Registry,
     /// How long a held call waits for a person (`[approval] timeout`).
     approval_timeout: std::time::Duration,
+    /// Where connectors' secrets live: the OS credential store, only ever reached from here.
+    vault: Arc<dyn SecretStore>,
+    /// Serialises connector changes and credentialed session starts, so a session never pairs
+    /// one registration's key with another's secret.
+    connectors: tokio::sync::Mutex<()>,
 }
 
 impl State {
@@ -418,6 +451,8 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
         fixed_clock: fixed_clock(std::env::var("HOLDCALL_CLOCK").ok(), cfg!(debug_assertions)),
         approvals: approval::Registry::default(),
         approval_timeout: config.approval.timeout,
+        vault: Arc::new(Keyring::for_home(home.dir())),
+        connectors: tokio::sync::Mutex::new(()),
     });
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -763,6 +798,13 @@ async fn handle(
         Request::AgentAdd { name, path } => agent_add(state, name, path).await,
         Request::AgentList => agent_list(state),
         Request::AgentRemove { name } => agent_remove(state, name).await,
+        Request::ConnectorSet(req) => connector_set(state, req).await,
+        Request::ConnectorRemove { name } => connector_remove(state, name).await,
+        Request::ConnectorList => match state.writer.ask(Op::Connectors).await {
+            Ok(Ok(connectors)) => Next::Reply(Response::ConnectorList { connectors }),
+            Ok(Err(e)) => error(format!("the connectors cannot be read: {e}")),
+            Err(e) => error(e.to_string()),
+        },
         Request::PolicyList => {
             let rows = state.rows.lock().await;
             Next::Reply(Response::PolicyList {
@@ -1324,6 +1366,25 @@ async fn session_start(
     // Derived at accept from the relay's parent process (`agents::derive`), never from the
     // request: `session.start` has no agent field, and unknown fields are ignored.
     let agent = agent.map(str::to_string);
+    // A registered connector's secret is read before the session is recorded: a relay that
+    // cannot have it starts no server, and the journal says a session ran only if it did.
+    let launch = match launch_for(state, &connector).await {
+        Ok(l) => l,
+        Err(message) => {
+            unreserve(state);
+            tracing::warn!("connector {connector}: no credential for a session: {message}");
+            return Next::Reply(Response::CredentialUnavailable { connector, message });
+        }
+    };
+    let detail = launch.as_ref().map(|l| {
+        serde_json::json!({
+            "credentialed": true,
+            "command": l.command,
+            "env_key": l.env_key,
+            "pass_env": l.pass_env,
+        })
+        .to_string()
+    });
     let entry = state
         .writer
         .append(
@@ -1333,6 +1394,7 @@ async fn session_start(
                 connector: Some(connector),
                 client,
                 agent,
+                detail,
                 ..Fields::default()
             },
         )
@@ -1342,7 +1404,192 @@ async fn session_start(
         return error(format!("the session could not be recorded: {e}"));
     }
     owned.insert(session_id);
-    Next::Reply(Response::Ok)
+    Next::Reply(Response::SessionOpened { launch })
+}
+
+/// What the relay of a session on `connector` is handed: nothing for a connector nobody
+/// registered; the registered command and its secret for one that is; an error (which the relay
+/// turns into not starting the server) when the registration cannot be read or its secret
+/// cannot be had. Called only for a verified relay's own new session.
+async fn launch_for(
+    state: &State,
+    connector: &str,
+) -> Result<Option<crate::connector::Launch>, String> {
+    let _serial = state.connectors.lock().await;
+    let row = match state
+        .writer
+        .ask(|r| Op::Connector(connector.to_string(), r))
+        .await
+    {
+        Ok(Ok(row)) => row,
+        Ok(Err(e)) => return Err(format!("the connector registry cannot be read: {e}")),
+        Err(e) => return Err(e.to_string()),
+    };
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let name = connector.to_string();
+    let where_ = state.vault.describe();
+    match vault::run_blocking(&state.vault, move |s| s.get(&name)).await {
+        Ok(Some(secret)) => Ok(Some(crate::connector::Launch {
+            command: row.command,
+            env_key: row.env_key,
+            secret,
+            pass_env: row.pass_env,
+        })),
+        Ok(None) => Err(format!(
+            "connector {connector} is registered, but its secret is missing from {where_}: it \
+             was removed outside Holdcall; set it again with `holdcall connector set {connector} \
+             --env {} -- …`",
+            row.env_key
+        )),
+        Err(e) => Err(format!(
+            "connector {connector} is registered, but its secret cannot be read: {e}"
+        )),
+    }
+}
+
+/// Registers a connector: the secret goes to the OS store first, then the row and its
+/// `connector.change` entry in one transaction; if that fails the secret is deleted again.
+async fn connector_set(state: &State, req: crate::connector::SetRequest) -> Next {
+    if let Err(e) = policy::validate_scope_name("connector", &req.name) {
+        return error(e.to_string());
+    }
+    if let Err(e) = crate::connector::validate(&req) {
+        return error(e.to_string());
+    }
+    let _serial = state.connectors.lock().await;
+    let crate::connector::SetRequest {
+        name,
+        env_key,
+        command,
+        pass_env,
+        secret,
+    } = req;
+    let summary = format!(
+        "connector {name} registered: runs {} with its secret in {env_key}",
+        command.join(" ")
+    );
+    let fields = Fields {
+        connector: Some(name.clone()),
+        reason: Some(summary.clone()),
+        detail: Some(
+            serde_json::json!({
+                "action": "set",
+                "env_key": env_key,
+                "command": command,
+                "pass_env": pass_env,
+                "store": state.vault.describe(),
+            })
+            .to_string(),
+        ),
+        ..Fields::default()
+    };
+    let change = journal::ConnectorChange::Set {
+        name: name.clone(),
+        env_key,
+        command,
+        pass_env,
+    };
+    let record = async {
+        match state
+            .writer
+            .ask(|reply| Op::ChangeConnector {
+                change,
+                fields,
+                reply,
+            })
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => Err(e.to_string()),
+        }
+    };
+    match vault::store_then_record(&state.vault, &name, secret, record).await {
+        Ok(entry) => Next::Reply(Response::ConnectorChanged {
+            message: format!(
+                "{summary}; the secret is in {} (recorded in the journal as entry {})",
+                state.vault.describe(),
+                entry.chain_seq
+            ),
+            chain_seq: Some(entry.chain_seq),
+        }),
+        Err(vault::StoreThenRecordError::Store(e)) => error(format!("{e}; nothing was registered")),
+        Err(vault::StoreThenRecordError::Record {
+            why,
+            secret_deleted,
+        }) => error(if secret_deleted {
+            format!(
+                "the registration could not be recorded, so the secret was deleted again: {why}"
+            )
+        } else {
+            format!(
+                "the registration could not be recorded, and the secret could not be deleted \
+                 again from {}: {why}",
+                state.vault.describe()
+            )
+        }),
+    }
+}
+
+/// Removes a connector: its secret first, then the row and its `connector.change` entry.
+async fn connector_remove(state: &State, name: String) -> Next {
+    if let Err(e) = policy::validate_scope_name("connector", &name) {
+        return error(e.to_string());
+    }
+    let _serial = state.connectors.lock().await;
+    let row = match state.writer.ask(|r| Op::Connector(name.clone(), r)).await {
+        Ok(Ok(row)) => row,
+        Ok(Err(e)) => return error(format!("the connectors cannot be read: {e}")),
+        Err(e) => return error(e.to_string()),
+    };
+    let Some(row) = row else {
+        return error(format!(
+            "no connector named {name} is registered; `holdcall connector list` shows them"
+        ));
+    };
+    let account = name.clone();
+    if let Err(e) = vault::run_blocking(&state.vault, move |s| s.delete(&account)).await {
+        return error(format!("{e}; nothing was removed"));
+    }
+    let summary = format!("connector {name} removed; its secret was deleted");
+    let fields = Fields {
+        connector: Some(name.clone()),
+        reason: Some(summary.clone()),
+        detail: Some(
+            serde_json::json!({
+                "action": "remove",
+                "env_key": row.env_key,
+                "command": row.command,
+                "pass_env": row.pass_env,
+            })
+            .to_string(),
+        ),
+        ..Fields::default()
+    };
+    let change = journal::ConnectorChange::Remove { name: name.clone() };
+    match state
+        .writer
+        .ask(|reply| Op::ChangeConnector {
+            change,
+            fields,
+            reply,
+        })
+        .await
+    {
+        Ok(Ok(entry)) => Next::Reply(Response::ConnectorChanged {
+            message: format!(
+                "{summary} (recorded in the journal as entry {})",
+                entry.chain_seq
+            ),
+            chain_seq: Some(entry.chain_seq),
+        }),
+        Ok(Err(e)) => error(format!(
+            "the secret was deleted, but the registration could not be removed: {e}; sessions of \
+             {name} now refuse to start; run `holdcall connector remove {name}` again"
+        )),
+        Err(e) => error(e.to_string()),
+    }
 }
 
 /// The decision on one call once the budgets have had their say.

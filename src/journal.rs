@@ -128,6 +128,13 @@ CREATE TABLE IF NOT EXISTS agents(
     enrolled_at TEXT NOT NULL,
     UNIQUE(dev, ino)
 ) STRICT;
+CREATE TABLE IF NOT EXISTS connectors(
+    name TEXT PRIMARY KEY,
+    env_key TEXT NOT NULL,
+    command TEXT NOT NULL,
+    pass_env TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+) STRICT;
 ";
 
 /// Column list shared by every query that reads entries, in the order [`entry_from_row`] expects.
@@ -278,6 +285,12 @@ pub enum JournalError {
     ))]
     AgentImageTaken { holder: String },
 
+    #[error("no connector named {name:?} is registered")]
+    #[diagnostic(help(
+        "`holdcall connector list` shows the registered connectors; nothing was changed"
+    ))]
+    UnknownConnector { name: String },
+
     #[error("a policy with id {id:?} already exists")]
     #[diagnostic(help("remove it in the same change, or pick another id; nothing was changed"))]
     PolicyIdTaken { id: String },
@@ -343,11 +356,12 @@ pub enum Kind {
     /// The final word on a held call: approved or rejected, and why (`approval::Cause`).
     CallApproval,
     AgentChange,
+    ConnectorChange,
 }
 
 impl Kind {
     /// Every kind, in documentation order.
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::SessionStart,
         Kind::CallRequest,
         Kind::CallOutcome,
@@ -358,6 +372,7 @@ impl Kind {
         Kind::BudgetChange,
         Kind::CallApproval,
         Kind::AgentChange,
+        Kind::ConnectorChange,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -372,6 +387,7 @@ impl Kind {
             Kind::BudgetChange => "budget.change",
             Kind::CallApproval => "call.approval",
             Kind::AgentChange => "agent.change",
+            Kind::ConnectorChange => "connector.change",
         }
     }
 
@@ -711,6 +727,47 @@ pub enum AgentChange {
     Remove {
         name: String,
     },
+}
+
+/// A registered connector as stored: its command and pass-through names are JSON arrays of
+/// strings. Never a secret.
+pub type ConnectorRow = crate::connector::ListedConnector;
+
+/// A change to the connectors table.
+#[derive(Debug, Clone)]
+pub enum ConnectorChange {
+    Set {
+        name: String,
+        env_key: String,
+        command: Vec<String>,
+        pass_env: Vec<String>,
+    },
+    Remove {
+        name: String,
+    },
+}
+
+fn read_connectors(conn: &Connection, name: Option<&str>) -> rusqlite::Result<Vec<ConnectorRow>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT name, env_key, command, pass_env, updated_at FROM connectors \
+         WHERE ?1 IS NULL OR name = ?1 ORDER BY name",
+    )?;
+    let list = |r: &Row<'_>, i: usize| -> rusqlite::Result<Vec<String>> {
+        let text: String = r.get(i)?;
+        serde_json::from_str(&text).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+        })
+    };
+    let rows = stmt.query_map([name], |r| {
+        Ok(ConnectorRow {
+            name: r.get(0)?,
+            env_key: r.get(1)?,
+            command: list(r, 2)?,
+            pass_env: list(r, 3)?,
+            updated_at: r.get(4)?,
+        })
+    })?;
+    rows.collect()
 }
 
 /// The seq AUTOINCREMENT hands out next: one past the largest seq ever used, removed ones included.
@@ -1472,6 +1529,90 @@ impl Journal {
             &self.genesis,
             edit,
             vec![(Kind::AgentChange, fields)],
+        );
+        self.settle(result, |entries| entries.into_iter().next())?
+            .ok_or(JournalError::Write {
+                path: self.path.clone(),
+                source: rusqlite::Error::QueryReturnedNoRows,
+            })
+    }
+
+    /// The registered connectors (never a secret: those live in the OS store), by name.
+    pub fn connectors(&self) -> Result<Vec<ConnectorRow>, JournalError> {
+        read_connectors(&self.conn, None).map_err(|source| JournalError::Read {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    /// One registered connector, if any.
+    pub fn connector(&self, name: &str) -> Result<Option<ConnectorRow>, JournalError> {
+        read_connectors(&self.conn, Some(name))
+            .map(|rows| rows.into_iter().next())
+            .map_err(|source| JournalError::Read {
+                path: self.path.clone(),
+                source,
+            })
+    }
+
+    /// Registers (or replaces) a connector, or removes one, and appends the `connector.change`
+    /// entry, in ONE transaction: if any part fails, nothing changes. Removing a connector that
+    /// is not registered is an error.
+    pub fn change_connector(
+        &mut self,
+        change: ConnectorChange,
+        fields: Fields,
+    ) -> Result<Entry, JournalError> {
+        let path = self.path.clone();
+        let edit = |tx: &Transaction<'_>| -> Result<(), JournalError> {
+            let write_err = |source| JournalError::Write {
+                path: path.clone(),
+                source,
+            };
+            match &change {
+                ConnectorChange::Set {
+                    name,
+                    env_key,
+                    command,
+                    pass_env,
+                } => {
+                    let json = |v: &Vec<String>| {
+                        serde_json::to_string(v).map_err(|e| {
+                            write_err(rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+                        })
+                    };
+                    tx.execute(
+                        "INSERT INTO connectors (name, env_key, command, pass_env, updated_at) \
+                         VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(name) DO UPDATE SET \
+                         env_key = excluded.env_key, command = excluded.command, \
+                         pass_env = excluded.pass_env, updated_at = excluded.updated_at",
+                        params![
+                            name,
+                            env_key,
+                            json(command)?,
+                            json(pass_env)?,
+                            now_rfc3339()
+                        ],
+                    )
+                    .map_err(write_err)?;
+                }
+                ConnectorChange::Remove { name } => {
+                    let removed = tx
+                        .execute("DELETE FROM connectors WHERE name = ?1", [name])
+                        .map_err(write_err)?;
+                    if removed == 0 {
+                        return Err(JournalError::UnknownConnector { name: name.clone() });
+                    }
+                }
+            }
+            Ok(())
+        };
+        let result = write_transaction(
+            &mut self.conn,
+            &self.path,
+            &self.genesis,
+            edit,
+            vec![(Kind::ConnectorChange, fields)],
         );
         self.settle(result, |entries| entries.into_iter().next())?
             .ok_or(JournalError::Write {
@@ -2504,6 +2645,74 @@ mod tests {
         let after = j.append(Kind::SessionStart, session("s2"))?;
         assert_eq!(after.chain_seq, 3);
         assert_eq!(Some(after.prev_hash.clone()), head_before.map(|h| h.1));
+        assert_eq!(verify(&f, None)?.state, ChainState::Intact);
+        Ok(())
+    }
+
+    #[test]
+    fn a_connector_change_and_its_entry_are_one_change() -> TestResult {
+        let f = fixture()?;
+        let mut j = journal_with(&f, 1)?;
+        let set = ConnectorChange::Set {
+            name: "gh".into(),
+            env_key: "GITHUB_TOKEN".into(),
+            command: vec!["/usr/bin/node".into(), "server.js".into()],
+            pass_env: vec!["NODE_OPTIONS".into()],
+        };
+        let entry = j.change_connector(
+            set,
+            Fields {
+                connector: Some("gh".into()),
+                ..Fields::default()
+            },
+        )?;
+        assert_eq!(entry.kind, "connector.change");
+        let rows = j.connectors()?;
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].command, ["/usr/bin/node", "server.js"]);
+        assert_eq!(
+            j.connector("gh")?.map(|r| r.env_key),
+            Some("GITHUB_TOKEN".into())
+        );
+        assert_eq!(j.connector("other")?, None);
+        let head_before = j.head();
+
+        let other = Connection::open(&f.db)?;
+        other.execute_batch(
+            "CREATE TRIGGER refuse_entry BEFORE INSERT ON journal
+             BEGIN SELECT RAISE(ABORT, 'simulated write failure'); END;",
+        )?;
+        let failed = j.change_connector(
+            ConnectorChange::Remove { name: "gh".into() },
+            Fields::default(),
+        );
+        assert!(
+            matches!(failed, Err(JournalError::Write { .. })),
+            "{failed:?}"
+        );
+        assert_eq!(
+            j.connectors()?,
+            rows,
+            "a change that was not recorded is not made"
+        );
+        assert_eq!(j.head(), head_before);
+        other.execute_batch("DROP TRIGGER refuse_entry;")?;
+
+        let unknown = j.change_connector(
+            ConnectorChange::Remove {
+                name: "nope".into(),
+            },
+            Fields::default(),
+        );
+        assert!(matches!(
+            unknown,
+            Err(JournalError::UnknownConnector { .. })
+        ));
+        j.change_connector(
+            ConnectorChange::Remove { name: "gh".into() },
+            Fields::default(),
+        )?;
+        assert!(j.connectors()?.is_empty());
         assert_eq!(verify(&f, None)?.state, ChainState::Intact);
         Ok(())
     }

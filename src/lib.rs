@@ -11,6 +11,8 @@
 //! - `peer`: who is on the other end of a socket, by the kernel's word.
 //! - `approval`: calls held for a person: the registry, the binding, showing arguments as they are.
 //! - `agents`: enrolled client programs, and which one launched a relay (its parent's image).
+//! - `vault`: the OS credential store (Secret Service, Keychain) that keeps connectors' secrets.
+//! - `connector`: registered connectors: their rules, the launch a relay is handed, its environment.
 //! - `daemon`: sessions, the decision service, and the single writer of the database.
 //! - `context`: the Cedar context of a call (arguments mapped without JSON escapes, time). No I/O.
 //! - `budget`: caps on allowed calls per relay session, and the session's counts. No I/O.
@@ -33,6 +35,7 @@ pub mod budget;
 pub mod cli;
 pub mod clientconfig;
 pub mod config;
+pub mod connector;
 pub mod context;
 pub mod daemon;
 pub mod demo;
@@ -46,6 +49,7 @@ pub mod policy;
 pub mod policyfile;
 pub mod policytest;
 pub mod relay;
+pub mod vault;
 pub mod wire;
 
 /// This build's version.

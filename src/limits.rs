@@ -156,3 +156,37 @@ pub const AGENT_ADD_TIMEOUT: Duration = Duration::from_secs(120);
 pub const PROC_STATUS_BYTES_MAX: u64 = 64 * 1024;
 
 const _: () = assert!(CLI_REQUEST_TIMEOUT.as_secs() < AGENT_ADD_TIMEOUT.as_secs());
+/// Longest one call to the OS credential store may take (a D-Bus round trip, or a keyring
+/// waiting on an unlock prompt) before the daemon gives up and says the store did not answer.
+pub const VAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a relay waits for the answer to `session.start`, and `connector set|remove` for
+/// theirs: the daemon may read (or write, then delete again) a secret in the credential store
+/// before it answers, so two store calls must fit.
+pub const STORE_REQUEST_TIMEOUT: Duration = Duration::from_secs(25);
+
+/// Largest connector secret (bytes of UTF-8). API tokens are well under 1 KiB; 32 KiB leaves
+/// room for a certificate or a JSON credential on one line.
+pub const SECRET_BYTES_MAX: usize = 32 * 1024;
+
+/// Longest environment variable name a connector may use for its secret or pass through (bytes).
+pub const ENV_KEY_BYTES_MAX: usize = 128;
+
+/// Most words (program and arguments) in a registered connector command.
+pub const CONNECTOR_ARGS_MAX: usize = 64;
+
+/// Longest word of a registered connector command (bytes).
+pub const CONNECTOR_ARG_BYTES_MAX: usize = 4096;
+
+/// Most `--pass-env` names one connector may list.
+pub const CONNECTOR_PASS_ENV_MAX: usize = 64;
+
+const _: () = assert!(STORE_REQUEST_TIMEOUT.as_secs() > 2 * VAULT_TIMEOUT.as_secs());
+const _: () = assert!(STORE_REQUEST_TIMEOUT.as_secs() >= CLI_REQUEST_TIMEOUT.as_secs());
+// A registration (the secret escaped into JSON, the command, the names) fits one socket line.
+const _: () = assert!(
+    SECRET_BYTES_MAX * 6
+        + CONNECTOR_ARGS_MAX * CONNECTOR_ARG_BYTES_MAX * 6
+        + CONNECTOR_PASS_ENV_MAX * ENV_KEY_BYTES_MAX * 2
+        < SOCKET_LINE_BYTES_MAX
+);

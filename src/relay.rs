@@ -52,6 +52,22 @@ pub enum RelayError {
     #[error("the relay's own input or output failed: {0}")]
     #[diagnostic(code(holdcall::relay::io))]
     Io(#[from] std::io::Error),
+    #[error("not starting the server of connector {connector}: {message}")]
+    #[diagnostic(
+        code(holdcall::relay::no_credential),
+        help(
+            "a registered connector's server runs only with its secret; make the credential store \
+             reachable (unlock the keyring, start the daemon from your desktop session) or set the \
+             secret again with `holdcall connector set`; `holdcall connector remove` unregisters it"
+        )
+    )]
+    NoCredential { connector: String, message: String },
+    #[error("the daemon handed over a launch that is not valid: {0}")]
+    #[diagnostic(
+        code(holdcall::relay::bad_launch),
+        help("run `holdcall daemon restart` so both ends are the same build")
+    )]
+    BadLaunch(String),
 }
 
 /// What `holdcall serve` was asked to do.
@@ -200,29 +216,37 @@ impl Link {
         if self.dead.load(Ordering::SeqCst) {
             return Err(WireError::Closed);
         }
+        let timeout = within(&req);
         let (tx, rx) = oneshot::channel();
         if self.in_order.send((req, Some(tx))).await.is_err() {
             return Err(WireError::Closed);
         }
-        self.wait(rx).await
+        self.wait_for(rx, timeout).await
     }
 
     async fn wait(
         &self,
         rx: oneshot::Receiver<Result<Response, WireError>>,
     ) -> Result<Response, WireError> {
-        match tokio::time::timeout(limits::DECISION_TIMEOUT, rx).await {
+        self.wait_for(rx, limits::DECISION_TIMEOUT).await
+    }
+
+    async fn wait_for(
+        &self,
+        rx: oneshot::Receiver<Result<Response, WireError>>,
+        timeout: std::time::Duration,
+    ) -> Result<Response, WireError> {
+        match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(r)) => r,
             Ok(Err(_)) => Err(WireError::Closed),
             Err(_) => {
                 if !self.dead.swap(true, Ordering::SeqCst) {
                     eprintln!(
-                        "holdcall: the daemon did not answer within {:?}; every later tool call in this session will be refused",
-                        limits::DECISION_TIMEOUT
+                        "holdcall: the daemon did not answer within {timeout:?}; every later tool call in this session will be refused"
                     );
                 }
                 refuse_all_held(&self.held);
-                Err(WireError::Timeout(limits::DECISION_TIMEOUT))
+                Err(WireError::Timeout(timeout))
             }
         }
     }
@@ -275,9 +299,10 @@ async fn exchange(
         w.send(req).await?;
         answers.recv().await.ok_or(WireError::Closed)
     };
-    tokio::time::timeout(limits::DECISION_TIMEOUT, asked)
+    let bound = within(req);
+    tokio::time::timeout(bound, asked)
         .await
-        .map_err(|_| WireError::Timeout(limits::DECISION_TIMEOUT))?
+        .map_err(|_| WireError::Timeout(bound))?
 }
 
 /// Reads every line from the daemon: answers go to the asking task, words on held calls to the
@@ -378,6 +403,15 @@ fn route_word(
     };
     let _ = waiting.tx.send(word);
     true
+}
+
+/// How long the relay waits for the answer to `req`: a session start may read the credential
+/// store first; everything else is a decision or a report.
+fn within(req: &Request) -> std::time::Duration {
+    match req {
+        Request::SessionStart { .. } => limits::STORE_REQUEST_TIMEOUT,
+        _ => limits::DECISION_TIMEOUT,
+    }
 }
 
 /// Calls allowed and forwarded, keyed by the raw bytes of their JSON-RPC id, awaiting the
@@ -487,8 +521,6 @@ pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
             limits::CLIENT_LABEL_BYTES_MAX
         )));
     }
-    let (program, args) = opts.command.split_first().ok_or(RelayError::NoCommand)?;
-
     let session_id = new_session_id();
     let conn = match wire::connect_or_start(&home).await {
         Ok(c) => Some(c),
@@ -501,6 +533,7 @@ pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
         }
     };
     let link = Link::start(conn, session_id.clone());
+    let mut launch = None;
     if !link.dead.load(Ordering::SeqCst) {
         let started = link
             .ask_in_order(Request::SessionStart {
@@ -510,7 +543,10 @@ pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
             })
             .await;
         match started {
-            Ok(Response::Ok) => {}
+            Ok(Response::SessionOpened { launch: l }) => launch = l,
+            Ok(Response::CredentialUnavailable { connector, message }) => {
+                return Err(RelayError::NoCredential { connector, message });
+            }
             other => {
                 link.dead.store(true, Ordering::SeqCst);
                 eprintln!(
@@ -521,16 +557,35 @@ pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
         }
     }
 
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .stdin(Stdio::piped())
+    let mut cmd = match &launch {
+        Some(l) => {
+            if !opts.command.is_empty() {
+                eprintln!(
+                    "holdcall: connector {} is registered: running its registered command {}, not the command given after `--`",
+                    opts.connector,
+                    l.command.join(" ")
+                );
+            }
+            credentialed_command(l)?
+        }
+        None => {
+            let (program, args) = opts.command.split_first().ok_or(RelayError::NoCommand)?;
+            let mut cmd = Command::new(program);
+            cmd.args(args);
+            cmd
+        }
+    };
+    let program = cmd.as_std().get_program().to_string_lossy().into_owned();
+    // The secret now lives only in the command's environment.
+    drop(launch);
+    cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .kill_on_drop(true)
         .process_group(0);
     die_with_parent(&mut cmd);
     let mut child = cmd.spawn().map_err(|source| RelayError::Spawn {
-        command: program.to_string_lossy().into_owned(),
+        command: program,
         source,
     })?;
     let (Some(child_in), Some(child_out)) = (child.stdin.take(), child.stdout.take()) else {
@@ -658,6 +713,24 @@ fn describe(r: &Result<Response, WireError>) -> String {
         Ok(other) => format!("unexpected answer {other:?}"),
         Err(e) => e.to_string(),
     }
+}
+
+/// The registered command of a credentialed connector, by its absolute path (PATH is never
+/// searched), with the minimal environment `connector::server_env` builds and nothing else.
+fn credentialed_command(l: &crate::connector::Launch) -> Result<Command, RelayError> {
+    crate::connector::validate_command(&l.command)
+        .map_err(|e| RelayError::BadLaunch(e.to_string()))?;
+    crate::connector::validate_env_name("the environment key", &l.env_key)
+        .map_err(|e| RelayError::BadLaunch(e.to_string()))?;
+    let (program, args) = l
+        .command
+        .split_first()
+        .ok_or_else(|| RelayError::BadLaunch("no command".into()))?;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env_clear()
+        .envs(crate::connector::server_env(l, std::env::vars_os()));
+    Ok(cmd)
 }
 
 /// Makes the server receive SIGTERM if the relay dies without stopping it (even by SIGKILL).

@@ -118,6 +118,14 @@ pub enum Request {
     AgentList,
     #[serde(rename = "agent.remove")]
     AgentRemove { name: String },
+    /// Register (or replace) a connector's command and secret. Sent only to a verified daemon;
+    /// its `Debug` never shows the secret.
+    #[serde(rename = "connector.set")]
+    ConnectorSet(crate::connector::SetRequest),
+    #[serde(rename = "connector.remove")]
+    ConnectorRemove { name: String },
+    #[serde(rename = "connector.list")]
+    ConnectorList,
 }
 
 impl Request {
@@ -155,6 +163,25 @@ pub enum Verdict {
 pub enum Response {
     #[serde(rename = "ok")]
     Ok,
+    /// The answer to `session.start`: the session is open; `launch` is set when the connector is
+    /// registered, and then the relay runs that command with that secret and nothing else.
+    #[serde(rename = "session.opened")]
+    SessionOpened {
+        launch: Option<crate::connector::Launch>,
+    },
+    /// The connector is registered but its secret cannot be read: the relay must not start a
+    /// server. `message` says which and why (never the secret).
+    #[serde(rename = "credential.unavailable")]
+    CredentialUnavailable { connector: String, message: String },
+    #[serde(rename = "connector.changed")]
+    ConnectorChanged {
+        message: String,
+        chain_seq: Option<i64>,
+    },
+    #[serde(rename = "connector.list")]
+    ConnectorList {
+        connectors: Vec<crate::connector::ListedConnector>,
+    },
     #[serde(rename = "error")]
     Error { message: String },
     #[serde(rename = "decision")]
@@ -693,6 +720,44 @@ mod tests {
         let req: Request = serde_json::from_str(line).unwrap();
         let back = serde_json::to_string(&req).unwrap();
         assert!(!back.contains("agent"), "{back}");
+    }
+
+    #[test]
+    fn a_launch_travels_whole_but_no_debug_of_a_message_shows_its_secret() {
+        let launch = crate::connector::Launch {
+            command: vec!["/usr/bin/node".into()],
+            env_key: "K".into(),
+            secret: crate::vault::Secret::new("canary-7f3a".into()),
+            pass_env: vec![],
+        };
+        let r = Response::SessionOpened {
+            launch: Some(launch),
+        };
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.starts_with("{\"kind\":\"session.opened\""));
+        assert!(
+            text.contains("canary-7f3a"),
+            "the secret travels to the relay"
+        );
+        assert!(!format!("{r:?}").contains("canary"));
+        let back: Response = serde_json::from_str(&text).unwrap();
+        assert!(!format!("{back:#?}").contains("canary"));
+        let set = Request::ConnectorSet(crate::connector::SetRequest {
+            name: "gh".into(),
+            env_key: "K".into(),
+            command: vec!["/usr/bin/node".into()],
+            pass_env: vec![],
+            secret: crate::vault::Secret::new("canary-7f3a".into()),
+        });
+        let text = serde_json::to_string(&set).unwrap();
+        assert!(
+            text.starts_with("{\"kind\":\"connector.set\""),
+            "{}",
+            text.len()
+        );
+        let back: Request = serde_json::from_str(&text).unwrap();
+        assert!(!back.is_session());
+        assert!(!format!("{set:?}{back:?}").contains("canary"));
     }
 
     #[test]

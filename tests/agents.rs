@@ -268,7 +268,10 @@ fn enrolment_refuses_what_it_cannot_identify() {
     std::fs::write(&script, b"#!/usr/bin/env node\nrequire('./cli.js')\n").unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let err = env.fails(&["agent", "add", "claude", script.to_str().unwrap()], 1);
-    assert!(err.contains("is a script run by /usr/bin/env node"), "{err}");
+    assert!(
+        err.contains("is a script run by /usr/bin/env node"),
+        "{err}"
+    );
     let a = program(&env, "agent-a");
     let err = env.fails(&["agent", "add", "-bad", a.to_str().unwrap()], 2);
     assert!(err.contains("-bad") || err.contains("unexpected"), "{err}");

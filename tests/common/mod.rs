@@ -1,6 +1,7 @@
 //! One test environment: a private home and runtime directory, the real `holdcall` binary, and
 //! helpers to drive a relay in front of the built-in demo server, which records every line it
-//! receives. Nothing here touches the real home, keyring or network.
+//! receives. Nothing here touches the real home, keyring or network: every command runs without
+//! the developer's D-Bus session, unless the test attached a private one (`SecretService`).
 #![allow(dead_code)]
 // Test helpers fail loudly: an unwrap here is an assertion.
 #![allow(
@@ -22,6 +23,8 @@ pub const PATIENCE: Duration = Duration::from_secs(20);
 
 pub struct Env {
     pub dir: tempfile::TempDir,
+    /// The address of a private session bus this test attached (`Env::attach`), if any.
+    bus: std::sync::OnceLock<String>,
 }
 
 impl Env {
@@ -31,7 +34,16 @@ impl Env {
         std::fs::create_dir(dir.path().join("run")).unwrap();
         std::fs::create_dir(dir.path().join("user")).unwrap();
         std::fs::create_dir(dir.path().join("project")).unwrap();
-        Env { dir }
+        Env {
+            dir,
+            bus: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Every later command of this environment (and the daemon it starts) uses the private
+    /// Secret Service `ss`, and only it.
+    pub fn attach(&self, ss: &SecretService) {
+        self.bus.set(ss.address.clone()).unwrap();
     }
 
     /// A home whose journal commits with synchronous=NORMAL: for tests that make many changes.
@@ -84,6 +96,13 @@ impl Env {
             .env_remove("CODEX_HOME")
             .env_remove("HOLDCALL_LOG")
             .stdin(Stdio::null());
+        // Never the developer's own session bus (and so never their keyring): only a private
+        // bus the test attached. DISPLAY would let libdbus try to autolaunch one.
+        match self.bus.get() {
+            Some(address) => c.env("DBUS_SESSION_BUS_ADDRESS", address),
+            None => c.env_remove("DBUS_SESSION_BUS_ADDRESS"),
+        };
+        c.env_remove("DISPLAY");
         c
     }
 
@@ -187,7 +206,13 @@ impl Env {
             .arg(&record)
             .env("HOLDCALL_HOME", self.home())
             .env("XDG_RUNTIME_DIR", self.dir.path().join("run"))
-            .env_remove("HOLDCALL_LOG");
+            .env("HOME", self.user_home())
+            .env_remove("HOLDCALL_LOG")
+            .env_remove("DISPLAY");
+        match self.bus.get() {
+            Some(address) => c.env("DBUS_SESSION_BUS_ADDRESS", address),
+            None => c.env_remove("DBUS_SESSION_BUS_ADDRESS"),
+        };
         spawn_relay(c, record)
     }
 
@@ -434,4 +459,179 @@ pub fn answer_rejecting_held(env: &Env, r: &mut Relay) -> serde_json::Value {
         serde_json::from_str(held.lines().next().expect("the call is held")).unwrap();
     env.ok(&["reject", call["id"].as_str().unwrap()]);
     r.recv_json()
+}
+
+/// A private D-Bus session bus and a real gnome-keyring-daemon (the Secret Service) on it, both
+/// living in a temporary directory of their own and killed when this is dropped. The bus has no
+/// service directories, so nothing on it is ever started on demand (no keyring of the
+/// developer's is ever reached or spawned).
+pub struct SecretService {
+    pub address: String,
+    dir: tempfile::TempDir,
+    bus: Child,
+    keyring: Option<Child>,
+}
+
+impl SecretService {
+    pub fn start() -> SecretService {
+        let dir = tempfile::Builder::new().prefix("hcss").tempdir().unwrap();
+        for d in ["home", "data", "run"] {
+            std::fs::create_dir(dir.path().join(d)).unwrap();
+        }
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            dir.path().join("run"),
+            std::fs::Permissions::from_mode(0o700),
+        )
+        .unwrap();
+        let config = dir.path().join("bus.conf");
+        std::fs::write(
+            &config,
+            format!(
+                r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:path={}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+"#,
+                dir.path().join("bus").display()
+            ),
+        )
+        .unwrap();
+        let mut bus = die_with_test(Command::new("dbus-daemon"))
+            .arg(format!("--config-file={}", config.display()))
+            .args(["--nofork", "--print-address=1"])
+            .env("HOME", dir.path().join("home"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            // It complains that it cannot raise its file limit when not root-less; harmless.
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("dbus-daemon runs (Debian package dbus-daemon; tools/test installs it)");
+        let lines = lines_of(bus.stdout.take().unwrap());
+        let address = match lines.recv_timeout(PATIENCE) {
+            Ok(l) => String::from_utf8(l).unwrap().trim().to_string(),
+            Err(_) => {
+                let _ = bus.kill();
+                let _ = bus.wait();
+                panic!("dbus-daemon printed no address within {PATIENCE:?}");
+            }
+        };
+        let mut ss = SecretService {
+            address,
+            dir,
+            bus,
+            keyring: None,
+        };
+        // A non-empty password on stdin unlocks (creating) the login keyring; an empty one would
+        // make gnome-keyring ask a graphical prompt, which fails here.
+        let mut keyring = ss
+            .env(die_with_test(Command::new("gnome-keyring-daemon")))
+            .args(["--foreground", "--components=secrets", "--unlock"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect(
+                "gnome-keyring-daemon runs (Debian package gnome-keyring; tools/test installs it)",
+            );
+        let mut stdin = keyring.stdin.take().unwrap();
+        stdin.write_all(b"holdcall-test").unwrap();
+        drop(stdin);
+        ss.keyring = Some(keyring);
+        // Ready when the Secret Service's name is owned on the bus: gdbus blocks until then.
+        let waited = ss
+            .env(Command::new("gdbus"))
+            .args(["wait", "--session", "--timeout"])
+            .arg(PATIENCE.as_secs().to_string())
+            .arg("org.freedesktop.secrets")
+            .stdin(Stdio::null())
+            .output()
+            .expect("gdbus runs (Debian package libglib2.0-bin; tools/test installs it)");
+        assert!(
+            waited.status.success(),
+            "the Secret Service did not appear on the private bus within {PATIENCE:?}: {}",
+            String::from_utf8_lossy(&waited.stderr)
+        );
+        ss
+    }
+
+    /// `cmd` set up to talk to this bus only, with its home and data inside the temp directory.
+    pub fn env(&self, mut cmd: Command) -> Command {
+        cmd.env("DBUS_SESSION_BUS_ADDRESS", &self.address)
+            .env("HOME", self.dir.path().join("home"))
+            .env("XDG_DATA_HOME", self.dir.path().join("data"))
+            .env("XDG_RUNTIME_DIR", self.dir.path().join("run"))
+            .env_remove("DISPLAY");
+        cmd
+    }
+
+    /// The secret stored for `connector` under `service`, as secret-tool reads it (None if
+    /// there is none).
+    pub fn lookup(&self, service: &str, connector: &str) -> Option<String> {
+        let out = self
+            .env(Command::new("secret-tool"))
+            .args(["lookup", "service", service, "username", connector])
+            .stdin(Stdio::null())
+            .output()
+            .expect("secret-tool runs (Debian package libsecret-tools)");
+        out.status
+            .success()
+            .then(|| String::from_utf8(out.stdout).unwrap())
+    }
+
+    /// Deletes the secret of `connector` behind Holdcall's back.
+    pub fn clear(&self, service: &str, connector: &str) {
+        let out = self
+            .env(Command::new("secret-tool"))
+            .args(["clear", "service", service, "username", connector])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+
+    /// Stops the keyring (the bus stays): the Secret Service is gone.
+    pub fn stop_keyring(&mut self) {
+        if let Some(mut k) = self.keyring.take() {
+            let _ = k.kill();
+            let _ = k.wait();
+        }
+    }
+}
+
+impl Drop for SecretService {
+    fn drop(&mut self) {
+        self.stop_keyring();
+        let _ = self.bus.kill();
+        let _ = self.bus.wait();
+    }
+}
+
+/// `cmd` receives SIGKILL when the test thread that started it ends, or the test process dies
+/// by a signal (when `Drop` never runs), so no bus or keyring outlives its test.
+#[allow(unsafe_code)]
+fn die_with_test(mut cmd: Command) -> Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: runs in the forked child before exec; prctl is async-signal-safe and the closure
+    // allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .map_err(std::io::Error::from)
+        });
+    }
+    cmd
+}
+
+/// The service name Holdcall stores a home's secrets under.
+pub fn service_of(env: &Env) -> String {
+    holdcall::vault::service_name(&env.home())
 }

@@ -1,0 +1,840 @@
+//! Connectors with a credential, against a real Secret Service (gnome-keyring on a private
+//! D-Bus session of the test's own): the secret goes in through stdin, lives only in the store,
+//! reaches only the registered command's environment, and a relay that cannot have it starts
+//! no server.
+
+// Test code fails loudly: an unwrap or an index here is an assertion.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+use common::*;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc::channel;
+use std::time::Instant;
+
+/// A fresh environment attached to a fresh private Secret Service.
+fn setup() -> (Env, SecretService) {
+    let ss = SecretService::start();
+    let env = Env::new();
+    env.attach(&ss);
+    (env, ss)
+}
+
+/// A canary nobody else could print by chance.
+fn canary() -> String {
+    format!("hc-canary-{}", holdcall::ids::random_hex(12).unwrap())
+}
+
+/// Runs `holdcall connector set NAME --env KEY [extra...] -- command...` with `secret` (and a
+/// newline) on stdin, and `path` as PATH when given.
+fn set(env: &Env, name: &str, key: &str, extra: &[&str], command: &[&str], secret: &str) -> Output {
+    set_with_path(env, name, key, extra, command, secret, None)
+}
+
+fn set_with_path(
+    env: &Env,
+    name: &str,
+    key: &str,
+    extra: &[&str],
+    command: &[&str],
+    secret: &str,
+    path: Option<&std::ffi::OsStr>,
+) -> Output {
+    let mut args = vec!["connector", "set", name, "--env", key];
+    args.extend_from_slice(extra);
+    args.push("--");
+    args.extend_from_slice(command);
+    let mut cmd = env.cmd(&args);
+    if let Some(p) = path {
+        cmd.env("PATH", p);
+    }
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // The CLI may refuse before it reads anything: a closed pipe is then not our failure.
+    let _ = stdin.write_all(format!("{secret}\n").as_bytes());
+    drop(stdin);
+    child.wait_with_output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A server script: records its pid and its whole environment next to itself, then becomes the
+/// demo server (recording every line it receives).
+struct Script {
+    path: PathBuf,
+}
+
+impl Script {
+    fn new(dir: &Path, name: &str) -> Script {
+        std::fs::create_dir_all(dir).unwrap();
+        let path = dir.join(name);
+        let body = format!(
+            "#!/bin/sh\necho $$ > '{p}.pid'\nenv > '{p}.env'\nexec '{bin}' demo-server --record '{p}.record'\n",
+            p = path.display(),
+            bin = Env::bin().display()
+        );
+        std::fs::write(&path, body).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Script { path }
+    }
+    fn arg(&self) -> &str {
+        self.path.to_str().unwrap()
+    }
+    fn file(&self, ext: &str) -> PathBuf {
+        PathBuf::from(format!("{}.{ext}", self.path.display()))
+    }
+    fn ran(&self) -> bool {
+        self.file("pid").exists()
+    }
+    fn env_seen(&self) -> String {
+        std::fs::read_to_string(self.file("env")).unwrap()
+    }
+    fn pid(&self) -> i32 {
+        std::fs::read_to_string(self.file("pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+}
+
+/// Starts `holdcall serve --connector NAME -- given...` with `vars` added to its environment.
+fn relay(
+    env: &Env,
+    connector: &str,
+    given: &[&str],
+    vars: &[(&str, &str)],
+    record: PathBuf,
+) -> Relay {
+    let mut args = vec!["serve", "--connector", connector, "--client", "test", "--"];
+    args.extend_from_slice(given);
+    let mut cmd = env.cmd(&args);
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take();
+    let lines = lines_of(child.stdout.take().unwrap());
+    let stderr = child.stderr.take().unwrap();
+    let (etx, erx) = channel();
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = BufReader::new(stderr).read_to_string(&mut s);
+        let _ = etx.send(s);
+    });
+    Relay {
+        child,
+        stdin,
+        lines,
+        stderr: Some(erx),
+        record,
+    }
+}
+
+/// A relay that must refuse to start: exit 1, nothing on stdout; returns its stderr.
+fn relay_refuses(env: &Env, connector: &str, given: &[&str]) -> String {
+    let mut args = vec!["serve", "--connector", connector, "--"];
+    args.extend_from_slice(given);
+    let out = env.run(&args);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(out.stdout.is_empty(), "{}", text(&out));
+    String::from_utf8(out.stderr).unwrap()
+}
+
+fn connector_changes(env: &Env) -> Vec<serde_json::Value> {
+    journal_rows(&env.db())
+        .into_iter()
+        .filter(|r| r["kind"] == "connector.change")
+        .collect()
+}
+
+#[test]
+fn a_connector_is_set_from_stdin_listed_without_its_secret_and_removed() {
+    let (env, ss) = setup();
+    let secret = canary();
+    let out = set(
+        &env,
+        "gh",
+        "GITHUB_TOKEN",
+        &["--pass-env", "NODE_OPTIONS"],
+        &["env", "-0"],
+        &secret,
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!text(&out).contains(&secret));
+    assert!(text(&out).contains("Secret Service"), "{}", text(&out));
+    // The secret is in the store, under this home's service name and the connector's name.
+    assert_eq!(
+        ss.lookup(&service_of(&env), "gh").as_deref(),
+        Some(secret.as_str())
+    );
+
+    let listed = env.ok(&["connector", "list"]);
+    assert!(
+        listed.contains("gh") && listed.contains("GITHUB_TOKEN"),
+        "{listed}"
+    );
+    assert!(!listed.contains(&secret));
+    let json: serde_json::Value =
+        serde_json::from_str(&env.ok(&["connector", "list", "--json"])).unwrap();
+    let c = &json[0];
+    assert_eq!(c["name"], "gh");
+    assert_eq!(c["env_key"], "GITHUB_TOKEN");
+    // The command was resolved through PATH at set time, to an absolute path.
+    let program = c["command"][0].as_str().unwrap();
+    assert!(
+        program.starts_with('/') && program.ends_with("/env"),
+        "{program}"
+    );
+    assert_eq!(c["command"][1], "-0");
+    assert_eq!(c["pass_env"], serde_json::json!(["NODE_OPTIONS"]));
+    assert!(!json.to_string().contains(&secret));
+
+    let removed = env.ok(&["connector", "remove", "gh"]);
+    assert!(removed.contains("removed"), "{removed}");
+    assert_eq!(ss.lookup(&service_of(&env), "gh"), None);
+    assert_eq!(
+        env.ok(&["connector", "list", "--json"]).trim(),
+        "[]",
+        "nothing is listed after removal"
+    );
+    let changes = connector_changes(&env);
+    assert_eq!(changes.len(), 2);
+    assert!(changes.iter().all(|c| c["connector"] == "gh"));
+    assert!(!serde_json::to_string(&changes).unwrap().contains(&secret));
+    env.ok(&["verify"]);
+}
+
+#[test]
+fn a_registration_the_journal_cannot_record_leaves_no_secret_in_the_store() {
+    let (env, ss) = setup();
+    env.ok(&["daemon", "start"]);
+    let db = rusqlite::Connection::open(env.db()).unwrap();
+    db.execute_batch(
+        "CREATE TRIGGER no_more BEFORE INSERT ON journal BEGIN SELECT RAISE(ABORT, 'disk says no'); END;",
+    )
+    .unwrap();
+    let out = set(&env, "gh", "GITHUB_TOKEN", &[], &["env"], "tok-0");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("the secret was deleted again"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        ss.lookup(&service_of(&env), "gh"),
+        None,
+        "the secret outlived its registration"
+    );
+    db.execute_batch("DROP TRIGGER no_more;").unwrap();
+    assert_eq!(env.ok(&["connector", "list", "--json"]).trim(), "[]");
+    env.ok(&["verify"]);
+}
+
+#[test]
+fn the_secret_is_never_taken_from_the_command_line() {
+    let (env, ss) = setup();
+    let out = set(&env, "gh", "GITHUB_TOKEN=abc123", &[], &["env"], "s");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out).contains("never from the command line"),
+        "{}",
+        text(&out)
+    );
+    // There is no option that takes it either.
+    let out = env.run(&[
+        "connector",
+        "set",
+        "gh",
+        "--env",
+        "K",
+        "--secret",
+        "abc",
+        "--",
+        "env",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(ss.lookup(&service_of(&env), "gh"), None);
+}
+
+#[test]
+fn at_a_terminal_the_secret_is_typed_at_a_prompt_that_does_not_echo_it() {
+    let (env, ss) = setup();
+    let secret = canary();
+    // python3's pty module gives `connector set` a real terminal as stdin and stderr, types
+    // the secret after the prompt, and reports everything the terminal showed.
+    let script = r#"
+import os, pty, select, sys
+secret = sys.argv[1].encode()
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+shown, typed = b"", False
+while True:
+    ready, _, _ = select.select([fd], [], [], 20)
+    if not ready:
+        os.kill(pid, 9)
+        break
+    try:
+        chunk = os.read(fd, 4096)
+    except OSError:
+        break
+    if not chunk:
+        break
+    shown += chunk
+    if not typed and b"Secret: " in shown:
+        os.write(fd, secret + b"\n")
+        typed = True
+_, status = os.waitpid(pid, 0)
+sys.stdout.buffer.write(b"exit=%d typed=%d echoed=%d\n" % (os.waitstatus_to_exitcode(status), typed, secret in shown))
+sys.stdout.buffer.write(shown.replace(secret, b"<CANARY>"))
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script, &secret, Env::bin().to_str().unwrap()])
+        .args([
+            "connector",
+            "set",
+            "gh",
+            "--env",
+            "GITHUB_TOKEN",
+            "--",
+            "env",
+        ])
+        .env("HOLDCALL_HOME", env.home())
+        .env("XDG_RUNTIME_DIR", env.dir.path().join("run"))
+        .env("DBUS_SESSION_BUS_ADDRESS", &ss.address)
+        .env_remove("DISPLAY")
+        .env_remove("HOLDCALL_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        report.starts_with("exit=0 typed=1 echoed=0\n"),
+        "{report}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(report.contains("Secret: "), "{report}");
+    assert!(report.contains("connector gh registered"), "{report}");
+    assert_eq!(
+        ss.lookup(&service_of(&env), "gh").as_deref(),
+        Some(secret.as_str())
+    );
+}
+
+#[test]
+fn env_keys_the_loader_reads_and_path_are_refused_before_anything_is_stored() {
+    let (env, ss) = setup();
+    for key in ["LD_PRELOAD", "DYLD_INSERT_LIBRARIES", "PATH", "1X", "A-B"] {
+        let out = set(&env, "gh", key, &[], &["env"], "s");
+        assert_eq!(out.status.code(), Some(1), "{key}: {}", text(&out));
+    }
+    let out = set(&env, "gh", "K", &[], &["no-such-program-hc"], "s");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).contains("not found"), "{}", text(&out));
+    let out = set(&env, "gh", "K", &[], &["env"], "");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).contains("empty"), "{}", text(&out));
+    assert_eq!(ss.lookup(&service_of(&env), "gh"), None);
+    assert!(!env.db().exists() || connector_changes(&env).is_empty());
+}
+
+#[test]
+fn with_no_credential_store_connector_set_fails_clearly_and_stores_nothing() {
+    let env = Env::new(); // no bus attached: DBUS_SESSION_BUS_ADDRESS is removed
+    let out = set(&env, "gh", "GITHUB_TOKEN", &[], &["env"], "s3cr3t-value");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("no credential store"), "{said}");
+    assert!(said.contains("DBUS_SESSION_BUS_ADDRESS"), "{said}");
+    assert!(said.contains("nothing was registered"), "{said}");
+    assert!(!said.contains("s3cr3t-value"));
+    assert_eq!(env.ok(&["connector", "list", "--json"]).trim(), "[]");
+    assert!(connector_changes(&env).is_empty());
+}
+
+#[test]
+fn a_registered_connector_whose_store_vanished_starts_no_server_and_says_why() {
+    let (env, mut ss) = setup();
+    let script = Script::new(&env.dir.path().join("bin"), "srv");
+    let out = set(&env, "gh", "GITHUB_TOKEN", &[], &[script.arg()], "tok-1");
+    assert!(out.status.success(), "{}", text(&out));
+    ss.stop_keyring();
+    let stderr = relay_refuses(&env, "gh", &[]);
+    assert!(
+        stderr.contains("not starting the server of connector gh"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("cannot be read"), "{stderr}");
+    assert!(stderr.contains("help:"), "{stderr}");
+    assert!(
+        !script.ran(),
+        "the registered server must not run without its secret"
+    );
+    // The journal records no session that did not run.
+    assert!(
+        !journal_rows(&env.db())
+            .iter()
+            .any(|r| r["kind"] == "session.start")
+    );
+}
+
+#[test]
+fn a_secret_removed_behind_holdcalls_back_makes_the_relay_refuse_with_the_reason() {
+    let (env, ss) = setup();
+    let script = Script::new(&env.dir.path().join("bin"), "srv");
+    let given = Script::new(&env.dir.path().join("given"), "srv");
+    let out = set(&env, "gh", "GITHUB_TOKEN", &[], &[script.arg()], "tok-2");
+    assert!(out.status.success(), "{}", text(&out));
+    ss.clear(&service_of(&env), "gh");
+    let stderr = relay_refuses(&env, "gh", &[given.arg()]);
+    assert!(
+        stderr.contains("missing from the Secret Service"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("holdcall connector set gh"), "{stderr}");
+    assert!(!script.ran() && !given.ran(), "no server runs");
+}
+
+#[test]
+fn an_unregistered_connector_runs_the_command_given_and_every_call_is_still_decided() {
+    let (env, _ss) = setup();
+    env.ok(&["policy", "deny", "delete_file"]);
+    let given = Script::new(&env.dir.path().join("given"), "srv");
+    let mut r = relay(&env, "plain", &[given.arg()], &[], given.file("record"));
+    r.handshake();
+    r.send(&call("1", "delete_file", "{}"));
+    assert!(is_refusal(&r.recv_json()));
+    r.send(&call("2", "echo", r#"{"text":"hi"}"#));
+    assert!(!is_refusal(&r.recv_json()));
+    let stderr = r.finish();
+    assert!(given.ran());
+    assert!(!stderr.contains("registered"), "{stderr}");
+}
+
+#[test]
+fn a_registered_connector_runs_its_registered_command_not_the_one_given() {
+    let (env, _ss) = setup();
+    let registered = Script::new(&env.dir.path().join("bin"), "srv");
+    let given = Script::new(&env.dir.path().join("given"), "srv");
+    let out = set(
+        &env,
+        "gh",
+        "GITHUB_TOKEN",
+        &[],
+        &[registered.arg()],
+        "tok-3",
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let mut r = relay(&env, "gh", &[given.arg()], &[], registered.file("record"));
+    r.handshake();
+    r.send(&call("1", "echo", r#"{"text":"hi"}"#));
+    assert!(!is_refusal(&r.recv_json()));
+    let stderr = r.finish();
+    assert!(registered.ran());
+    assert!(!given.ran(), "the command after `--` is ignored");
+    assert!(
+        stderr.contains("connector gh is registered: running its registered command"),
+        "{stderr}"
+    );
+    assert!(registered.env_seen().contains("GITHUB_TOKEN=tok-3\n"));
+    let start = journal_rows(&env.db())
+        .into_iter()
+        .find(|r| r["kind"] == "session.start")
+        .unwrap();
+    let detail = start["detail"].as_str().unwrap();
+    assert!(detail.contains("\"credentialed\":true"), "{detail}");
+    assert!(detail.contains(registered.arg()), "{detail}");
+    assert!(!detail.contains("tok-3"));
+}
+
+#[test]
+fn a_program_earlier_on_path_with_the_registered_name_is_not_run() {
+    let (env, _ss) = setup();
+    let real_dir = env.dir.path().join("real");
+    let real = Script::new(&real_dir, "mcp-srv");
+    let path = std::env::join_paths([real_dir.as_path(), Path::new("/usr/bin"), Path::new("/bin")])
+        .unwrap();
+    let out = set_with_path(
+        &env,
+        "gh",
+        "GITHUB_TOKEN",
+        &[],
+        &["mcp-srv"],
+        "tok-4",
+        Some(&path),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    // Later, someone puts a program of the same name first on the relay's PATH.
+    let evil_dir = env.dir.path().join("evil");
+    let evil = Script::new(&evil_dir, "mcp-srv");
+    let relay_path = format!(
+        "{}:{}:/usr/bin:/bin",
+        evil_dir.display(),
+        real_dir.display()
+    );
+    let mut r = relay(
+        &env,
+        "gh",
+        &["mcp-srv"],
+        &[("PATH", &relay_path)],
+        real.file("record"),
+    );
+    r.handshake();
+    r.finish();
+    assert!(real.ran(), "the registered program runs");
+    assert!(!evil.ran(), "the program earlier on PATH must not run");
+}
+
+#[test]
+fn the_server_sees_the_allow_list_its_pass_env_names_and_its_secret_and_nothing_else() {
+    let (env, _ss) = setup();
+    let script = Script::new(&env.dir.path().join("bin"), "srv");
+    let out = set(
+        &env,
+        "gh",
+        "GITHUB_TOKEN",
+        &["--pass-env", "HC_PASSED"],
+        &[script.arg()],
+        "tok-5",
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let vars = [
+        ("HC_PASSED", "yes"),
+        ("HC_OUTSIDE", "no"),
+        ("AWS_SECRET_ACCESS_KEY", "relay-env-only"),
+        ("LD_PRELOAD", ""),
+        ("GITHUB_TOKEN", "from-the-relay-env"),
+        ("LC_TIME", "C"),
+    ];
+    let mut r = relay(&env, "gh", &[], &vars, script.file("record"));
+    r.handshake();
+    r.finish();
+    let seen = script.env_seen();
+    assert!(seen.contains("HC_PASSED=yes\n"), "{seen}");
+    assert!(seen.contains("LC_TIME=C\n"), "{seen}");
+    assert!(seen.contains("GITHUB_TOKEN=tok-5\n"), "{seen}");
+    for absent in [
+        "HC_OUTSIDE",
+        "AWS_SECRET_ACCESS_KEY",
+        "LD_PRELOAD",
+        "HOLDCALL_HOME",
+        "from-the-relay-env",
+    ] {
+        assert!(
+            !seen.contains(absent),
+            "{absent} reached the server: {seen}"
+        );
+    }
+}
+
+/// True while `pid` is a live process (a zombie is not).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z') && !rest.starts_with('X')),
+        Err(_) => false,
+    }
+}
+
+#[test]
+fn a_sigkilled_relay_takes_its_credentialed_server_down() {
+    let (env, _ss) = setup();
+    let script = Script::new(&env.dir.path().join("bin"), "srv");
+    let out = set(&env, "gh", "GITHUB_TOKEN", &[], &[script.arg()], "tok-6");
+    assert!(out.status.success(), "{}", text(&out));
+    let mut r = relay(&env, "gh", &[], &[], script.file("record"));
+    r.handshake();
+    let server = script.pid();
+    assert!(alive(server));
+    r.child.kill().unwrap(); // SIGKILL: the relay cannot clean up.
+    r.child.wait().unwrap();
+    // The server held the relay's stderr open: end of file means it has exited.
+    assert!(
+        r.stderr.take().unwrap().recv_timeout(PATIENCE).is_ok(),
+        "the credentialed server outlived the relay"
+    );
+    let deadline = Instant::now() + PATIENCE;
+    while alive(server) {
+        assert!(Instant::now() < deadline, "server {server} still runs");
+        std::thread::yield_now();
+    }
+}
+
+fn socket_of(env: &Env) -> String {
+    let v: serde_json::Value = serde_json::from_str(&env.ok(&["status", "--json"])).unwrap();
+    v["socket"].as_str().unwrap().to_string()
+}
+
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A process that is not Holdcall listens on the daemon's socket, records every byte it
+/// receives to `heard`, and answers any session start with a launch of `forged`.
+fn impostor(env: &Env, heard: &Path, forged: &[&str]) -> KillOnDrop {
+    let socket = socket_of(env);
+    std::fs::create_dir_all(Path::new(&socket).parent().unwrap()).unwrap();
+    let launch = serde_json::json!({
+        "kind": "session.opened",
+        "launch": {"command": forged, "env_key": "FORGED", "secret": "forged", "pass_env": []}
+    });
+    let script = r#"
+import socket, sys, json, threading
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(8)
+heard = open(sys.argv[2], "ab", buffering=0)
+answer = (sys.argv[3] + "\n").encode()
+print("ready", flush=True)
+def serve(c):
+    while True:
+        data = c.recv(65536)
+        if not data:
+            return
+        heard.write(data)
+        try:
+            c.sendall(answer)
+        except OSError:
+            return
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"#;
+    std::fs::write(heard, b"").unwrap();
+    let mut child = Command::new("python3")
+        .args([
+            "-c",
+            script,
+            &socket,
+            heard.to_str().unwrap(),
+            &launch.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    assert_eq!(ready.trim(), "ready");
+    KillOnDrop(child)
+}
+
+#[test]
+fn an_impostor_answering_session_start_with_a_forged_launch_gets_nothing_run() {
+    let (env, _ss) = setup();
+    let marker = env.dir.path().join("forged-ran");
+    let heard = env.dir.path().join("heard");
+    let touch = format!("touch '{}'", marker.display());
+    let _imp = impostor(&env, &heard, &["/bin/sh", "-c", &touch]);
+    let given = Script::new(&env.dir.path().join("given"), "srv");
+    let mut r = relay(&env, "gh", &[given.arg()], &[], given.file("record"));
+    r.handshake();
+    r.send(&call("1", "echo", r#"{"text":"a"}"#));
+    let a = r.recv_json();
+    assert!(is_refusal(&a), "{a}");
+    let stderr = r.finish();
+    assert!(stderr.contains("not this Holdcall build"), "{stderr}");
+    assert!(!marker.exists(), "the forged command ran");
+    assert!(
+        given.ran(),
+        "only the given command runs, without any secret"
+    );
+    assert!(!given.env_seen().contains("FORGED"));
+    assert!(
+        std::fs::read(&heard).unwrap().is_empty(),
+        "the relay spoke to the impostor"
+    );
+}
+
+#[test]
+fn connector_set_facing_an_impostor_sends_it_no_byte_of_the_secret() {
+    let (env, ss) = setup();
+    let heard = env.dir.path().join("heard");
+    let _imp = impostor(&env, &heard, &["/bin/true"]);
+    let secret = canary();
+    let out = set(&env, "gh", "GITHUB_TOKEN", &[], &["env"], &secret);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("the secret was not sent"),
+        "{}",
+        text(&out)
+    );
+    assert!(!text(&out).contains(&secret));
+    assert!(
+        std::fs::read(&heard).unwrap().is_empty(),
+        "bytes reached the impostor"
+    );
+    assert_eq!(ss.lookup(&service_of(&env), "gh"), None);
+}
+
+/// Reads the relay's output up to the answer whose id is `id` (its JSON text); keeps the other
+/// lines (notifications, server requests) in `others`.
+fn answer_to(r: &mut Relay, id: &str, others: &mut Vec<String>) -> serde_json::Value {
+    loop {
+        let line = r.recv_str();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if v.get("method").is_none()
+            && v["id"] == serde_json::from_str::<serde_json::Value>(id).unwrap()
+        {
+            return v;
+        }
+        others.push(line);
+    }
+}
+
+/// Every process's pid and command line (its words, NUL-separated).
+fn all_cmdlines() -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.bytes().all(|b| b.is_ascii_digit())
+            && let Ok(c) = std::fs::read(e.path().join("cmdline"))
+        {
+            out.push((name, c));
+        }
+    }
+    out
+}
+
+fn contains(hay: &[u8], needle: &str) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+/// The acceptance test of issue 5: a canary secret set through `connector set` for the real
+/// server-everything reaches its `get-env` tool through the relay, and nothing else: no process's
+/// command line, no journal byte, no log, no CLI output, no other line to the client.
+#[test]
+fn a_canary_secret_reaches_server_everythings_env_and_nowhere_else() {
+    let everything = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tools/rig/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        everything.exists(),
+        "{} is missing: run tools/rig/setup first (tools/test does, before cargo test)",
+        everything.display()
+    );
+    let (env, _ss) = setup();
+    let secret = canary();
+    let mut outputs: Vec<(String, Vec<u8>)> = Vec::new();
+    let out = set(
+        &env,
+        "everything",
+        "HC_CANARY",
+        &[],
+        &["node", everything.to_str().unwrap(), "stdio"],
+        &secret,
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    outputs.push(("connector set".into(), [out.stdout, out.stderr].concat()));
+
+    let mut r = relay(&env, "everything", &[], &[], env.dir.path().join("unused"));
+    r.handshake();
+    let mut to_client: Vec<String> = Vec::new();
+    r.send(br#"{"jsonrpc":"2.0","id":"tl","method":"tools/list"}"#);
+    let tools = answer_to(&mut r, "\"tl\"", &mut to_client);
+    assert!(
+        tools["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "get-env"),
+        "server-everything offers get-env"
+    );
+    // While the server runs, no process's command line holds the canary.
+    for (pid, cmdline) in all_cmdlines() {
+        assert!(
+            !contains(&cmdline, &secret),
+            "the canary is in /proc/{pid}/cmdline"
+        );
+    }
+    r.send(&call("7", "get-env", "{}"));
+    let v = answer_to(&mut r, "7", &mut to_client);
+    let env_text = v["result"]["content"][0]["text"].as_str().unwrap_or("");
+    let server_env: serde_json::Value =
+        serde_json::from_str(env_text).expect("get-env answers the environment as JSON");
+    assert!(
+        server_env["HC_CANARY"] == secret.as_str(),
+        "get-env's environment does not carry the canary under HC_CANARY"
+    );
+    assert!(
+        server_env.get("HOLDCALL_HOME").is_none(),
+        "the relay's environment leaked"
+    );
+    // Every other line the client read is free of it.
+    to_client.extend(r.barrier(1));
+    for line in &to_client {
+        assert!(
+            !line.contains(&secret),
+            "a line to the client carries the canary"
+        );
+    }
+    let stderr = r.finish();
+    outputs.push(("relay stderr".into(), stderr.into_bytes()));
+
+    for args in [
+        vec!["log"],
+        vec!["log", "--json"],
+        vec!["connector", "list"],
+        vec!["connector", "list", "--json"],
+        vec!["status"],
+        vec!["status", "--json"],
+        vec!["verify"],
+        vec!["daemon", "status"],
+        vec!["policy", "list"],
+    ] {
+        let o = env.run(&args);
+        outputs.push((
+            format!("holdcall {}", args.join(" ")),
+            [o.stdout, o.stderr].concat(),
+        ));
+    }
+    let home = env.home();
+    for f in ["holdcall.db", "holdcall.db-wal", "daemon.log"] {
+        outputs.push((f.into(), std::fs::read(home.join(f)).unwrap_or_default()));
+    }
+    assert!(
+        outputs
+            .iter()
+            .any(|(n, b)| n == "holdcall.db" && !b.is_empty()),
+        "the journal was read"
+    );
+    for (what, bytes) in &outputs {
+        assert!(!contains(bytes, &secret), "the canary is in {what}");
+    }
+    // The journal says the session was credentialed, with the command and never the value.
+    let start = journal_rows(&env.db())
+        .into_iter()
+        .find(|r| r["kind"] == "session.start")
+        .unwrap();
+    assert!(start["detail"].as_str().unwrap().contains("index.js"));
+}
