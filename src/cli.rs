@@ -1439,18 +1439,9 @@ fn local_time(rfc3339: &str) -> String {
         .unwrap_or_else(|_| rfc3339.to_string())
 }
 
-/// Shows any character that could rewrite a terminal as an escape, never as itself.
-fn visible(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| {
-            if c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') {
-                c.escape_unicode().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
-}
+/// Every person-facing rendering of text another program chose (tool names, reasons, paths,
+/// agent names) goes through the one function `holdcall approve` uses.
+use crate::approval::visible;
 
 fn log_line(e: &Entry) -> String {
     let f = &e.fields;
