@@ -590,9 +590,9 @@ fn after_write_doctor_reports_every_stdio_server_routed_and_inventory_agrees() {
     }
     let inv: serde_json::Value = serde_json::from_str(&ok(&env, &["inventory", "--json"])).unwrap();
     let rows = inv["servers"].as_array().unwrap();
-    assert_eq!(rows.len(), 25, "{inv:#}");
+    assert_eq!(rows.len(), 26, "{inv:#}");
     let stdio: Vec<_> = rows.iter().filter(|r| r["transport"] == "stdio").collect();
-    assert_eq!(stdio.len(), 19);
+    assert_eq!(stdio.len(), 20);
     assert!(stdio.iter().all(|r| r["routed"] == true), "{inv:#}");
     let remote: Vec<_> = rows.iter().filter(|r| r["state"] == "remote").collect();
     assert_eq!(remote.len(), 6);
@@ -663,6 +663,8 @@ fn inventory_masks_credential_looking_arguments_and_urls() {
     assert!(table.contains("/mcp/••••/sse"), "{table}");
     assert!(!table.contains("sk-ak-7Hq2"), "{table}");
     assert!(table.contains("[MEMORY_FILE_PATH]"), "{table}");
+    // A short password flag's value and a `flag:value` secret.
+    assert!(table.contains("-u me -p •••• --client-secret:••••"), "{table}");
 }
 
 #[test]
