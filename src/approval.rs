@@ -544,8 +544,8 @@ mod tests {
     #[test]
     fn every_format_and_default_ignorable_character_named_in_the_review_is_an_escape() {
         let singles = [
-            0xad, 0x34f, 0x61c, 0x6dd, 0x70f, 0x8e2, 0x115f, 0x1160, 0x17b4, 0x17b5, 0x3164, 0xfeff,
-            0xffa0, 0x110bd, 0x110cd, 0x2028, 0x2029, 0x85, 0x7f, 0x1b,
+            0xad, 0x34f, 0x61c, 0x6dd, 0x70f, 0x8e2, 0x115f, 0x1160, 0x17b4, 0x17b5, 0x3164,
+            0xfeff, 0xffa0, 0x110bd, 0x110cd, 0x2028, 0x2029, 0x85, 0x7f, 0x1b,
         ];
         let ranges = [
             (0x600, 0x605),
@@ -570,7 +570,12 @@ mod tests {
             .filter_map(char::from_u32);
         for c in all {
             let shown = visible(&format!("x{c}y"));
-            assert_eq!(shown, format!("x\\u{{{:x}}}y", c as u32), "U+{:04X}", c as u32);
+            assert_eq!(
+                shown,
+                format!("x\\u{{{:x}}}y", c as u32),
+                "U+{:04X}",
+                c as u32
+            );
             assert!(invisible(c), "U+{:04X}", c as u32);
         }
         for n in [0xfffe, 0xffff, 0x1fffe, 0x10ffff] {
@@ -581,7 +586,10 @@ mod tests {
     #[test]
     fn right_to_left_letters_are_escapes_so_the_terminal_cannot_reorder_their_neighbours() {
         assert_eq!(visible("a\u{5d0}b"), "a\\u{5d0}b");
-        assert_eq!(visible("\u{627}\u{fb1d}\u{fe70}"), "\\u{627}\\u{fb1d}\\u{fe70}");
+        assert_eq!(
+            visible("\u{627}\u{fb1d}\u{fe70}"),
+            "\\u{627}\\u{fb1d}\\u{fe70}"
+        );
         assert_eq!(visible("\u{10800}\u{1e900}"), "\\u{10800}\\u{1e900}");
         assert_eq!(non_ascii_note("\u{5d0}"), None);
         // A person may still reject in Hebrew: the reason is escaped wherever it is shown.
@@ -595,7 +603,10 @@ mod tests {
             decode_non_ascii_escapes(r#"{"to":"p\u0430ypal"}"#).unwrap(),
             "{\"to\":\"p\u{430}ypal\"}"
         );
-        assert_eq!(decode_non_ascii_escapes(r#"{"a":"p\u0061\"\\u0430"}"#), None);
+        assert_eq!(
+            decode_non_ascii_escapes(r#"{"a":"p\u0061\"\\u0430"}"#),
+            None
+        );
         assert_eq!(
             decode_non_ascii_escapes(r#""\ud83d\ude00 \ud800 \u202E""#).unwrap(),
             "\"\u{1f600} \\ud800 \u{202e}\""
@@ -621,7 +632,10 @@ mod tests {
         };
         let shown = render(&call);
         assert!(shown.contains("  tool       s\u{435}nd\n             (non-ASCII characters shown as themselves: U+0435 \u{435})"), "{shown}");
-        assert!(shown.contains(r#"  arguments  {"to":"p\u0430ypal"}"#), "{shown}");
+        assert!(
+            shown.contains(r#"  arguments  {"to":"p\u0430ypal"}"#),
+            "{shown}"
+        );
         assert!(shown.contains("  decoded    {\"to\":\"p\u{430}ypal\"}\n             (non-ASCII characters shown as themselves: U+0430 \u{430})"), "{shown}");
     }
 

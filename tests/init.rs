@@ -664,7 +664,10 @@ fn inventory_masks_credential_looking_arguments_and_urls() {
     assert!(!table.contains("sk-ak-7Hq2"), "{table}");
     assert!(table.contains("[MEMORY_FILE_PATH]"), "{table}");
     // A short password flag's value and a `flag:value` secret.
-    assert!(table.contains("-u me -p •••• --client-secret:••••"), "{table}");
+    assert!(
+        table.contains("-u me -p •••• --client-secret:••••"),
+        "{table}"
+    );
 }
 
 #[test]
@@ -772,8 +775,15 @@ fn doctor_warns_about_a_routed_entry_whose_holdcall_no_longer_exists() {
     ok(&env, &["init", "--write"]);
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    assert_eq!(v["mcpServers"]["moved"]["command"], holdcall_path().as_str());
-    assert!(ok(&env, &["doctor"]).lines().any(|l| l.starts_with("[OK  ] cursor user")));
+    assert_eq!(
+        v["mcpServers"]["moved"]["command"],
+        holdcall_path().as_str()
+    );
+    assert!(
+        ok(&env, &["doctor"])
+            .lines()
+            .any(|l| l.starts_with("[OK  ] cursor user"))
+    );
 }
 
 /// Writes an executable shell script.
@@ -793,7 +803,15 @@ fn evil_holdcall(env: &Env) -> PathBuf {
     evil
 }
 
-const EVIL_ARGS: [&str; 7] = ["serve", "--connector", "fs", "--", "npx", "server-filesystem", "/"];
+const EVIL_ARGS: [&str; 7] = [
+    "serve",
+    "--connector",
+    "fs",
+    "--",
+    "npx",
+    "server-filesystem",
+    "/",
+];
 
 #[test]
 fn a_command_named_holdcall_that_is_not_this_binary_is_not_routed_and_init_write_reroutes_it() {
@@ -805,11 +823,17 @@ fn a_command_named_holdcall_that_is_not_this_binary_is_not_routed_and_init_write
         &serde_json::json!({"mcpServers": {"fs": {"command": evil.to_str().unwrap(), "args": EVIL_ARGS}}})
             .to_string(),
     );
-    let why = format!("routed through another holdcall at {}, not this one", evil.display());
+    let why = format!(
+        "routed through another holdcall at {}, not this one",
+        evil.display()
+    );
     let doctor = ok(&env, &["doctor"]);
     let line = doctor.lines().find(|l| l.contains("cursor user")).unwrap();
     assert!(line.starts_with("[WARN]"), "{line}");
-    assert!(line.contains("NOT routed through this holdcall (fs: "), "{line}");
+    assert!(
+        line.contains("NOT routed through this holdcall (fs: "),
+        "{line}"
+    );
     assert!(line.contains(&why), "{line}");
     assert!(line.contains("holdcall init --write"), "{line}");
     let table = ok(&env, &["inventory"]);
@@ -821,7 +845,10 @@ fn a_command_named_holdcall_that_is_not_this_binary_is_not_routed_and_init_write
     assert_eq!(row["state"], "not routed", "{row}");
     assert_eq!(row["not_routed_because"], why.as_str(), "{row}");
     let dry = ok(&env, &["init"]);
-    assert!(dry.contains(&format!("re-route mcpServers fs: {why}")), "{dry}");
+    assert!(
+        dry.contains(&format!("re-route mcpServers fs: {why}")),
+        "{dry}"
+    );
     assert!(!dry.contains("already routed"), "{dry}");
     ok(&env, &["init", "--write"]);
     let v: serde_json::Value =

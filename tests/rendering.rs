@@ -86,7 +86,11 @@ fn a_client_file_path_and_server_name_with_an_escape_a_bidi_override_and_a_zero_
     assert_shown_escaped("holdcall doctor", &doctor, r"s\u{1b}[2Je\u{202e}\u{200b}x");
     let inv = env.in_project(&["inventory"]);
     let inv = String::from_utf8(inv.stdout).unwrap();
-    assert_shown_escaped("holdcall inventory", &inv, r"'/bin/srv\u{202e}' 'a\u{200b}'");
+    assert_shown_escaped(
+        "holdcall inventory",
+        &inv,
+        r"'/bin/srv\u{202e}' 'a\u{200b}'",
+    );
     let init = env.in_project(&["init"]);
     let init = String::from_utf8(init.stdout).unwrap();
     assert_shown_escaped("holdcall init", &init, r"s\u{1b}[2Je\u{202e}\u{200b}x");

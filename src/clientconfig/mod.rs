@@ -471,7 +471,10 @@ impl Entry {
     /// The command and arguments the server really runs: after `--` when routed.
     pub fn upstream(&self) -> Option<(String, Vec<String>)> {
         let command = self.command.clone()?;
-        if matches!(self.state, EntryState::Routed | EntryState::OtherHoldcall(_)) {
+        if matches!(
+            self.state,
+            EntryState::Routed | EntryState::OtherHoldcall(_)
+        ) {
             let at = self.args.iter().position(|a| a == "--")?;
             let mut rest = self.args.get(at + 1..)?.iter().cloned();
             let cmd = rest.next()?;
@@ -1315,7 +1318,8 @@ fn check_edit(
             }
         }
     }
-    let entries = entries_judged(spec, after, &Judge::Spelled(holdcall.to_string())).map_err(fail)?;
+    let entries =
+        entries_judged(spec, after, &Judge::Spelled(holdcall.to_string())).map_err(fail)?;
     for (group, name, connector) in routed {
         let ok = entries.iter().any(|e| {
             &e.group == group

@@ -434,13 +434,20 @@ fn a_holdcall_serve_entry_is_routed_only_when_its_command_is_this_very_file() {
     let evil_path = judge_for(&me, Some(evil.parent().unwrap()));
     assert!(matches!(
         state_of("holdcall", &evil_path),
-        EntryState::OtherHoldcall(OtherHoldcall { resolved: Some(_), .. })
+        EntryState::OtherHoldcall(OtherHoldcall {
+            resolved: Some(_),
+            ..
+        })
     ));
     // Not on PATH, gone, or relative: not routed either.
     let no_path = judge_for(&me, None);
     match state_of("holdcall", &no_path) {
         EntryState::OtherHoldcall(o) => {
-            assert!(o.reason().contains("which PATH does not find"), "{}", o.reason());
+            assert!(
+                o.reason().contains("which PATH does not find"),
+                "{}",
+                o.reason()
+            );
             assert!(!o.missing());
         }
         other => panic!("{other:?}"),
@@ -497,8 +504,14 @@ fn an_entry_routed_through_another_holdcall_gets_this_binary_and_keeps_its_args_
 #[test]
 fn a_short_secret_flag_masks_its_value_and_a_colon_separated_secret_is_masked() {
     let args: Vec<String> = [
-        "-p", "hunter2", "--client-secret:CANARYvalue", "--api-key:abc", "-u", "me",
-        "--header:X-Api-Key", "--port:8080",
+        "-p",
+        "hunter2",
+        "--client-secret:CANARYvalue",
+        "--api-key:abc",
+        "-u",
+        "me",
+        "--header:X-Api-Key",
+        "--port:8080",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -506,8 +519,14 @@ fn a_short_secret_flag_masks_its_value_and_a_colon_separated_secret_is_masked() 
     assert_eq!(
         redact_args(&args),
         vec![
-            "-p", "••••", "--client-secret:••••", "--api-key:••••", "-u", "me",
-            "--header:X-Api-Key", "--port:8080",
+            "-p",
+            "••••",
+            "--client-secret:••••",
+            "--api-key:••••",
+            "-u",
+            "me",
+            "--header:X-Api-Key",
+            "--port:8080",
         ]
     );
 }
