@@ -246,33 +246,77 @@ pub fn new_hold_id() -> std::io::Result<String> {
     crate::ids::random_hex(6)
 }
 
-/// True for a character that must never be shown as itself: it is invisible, looks like a
-/// space, moves or reorders text, or is not meant for display. Such a character could make a
-/// person read arguments other than the ones they approve.
-pub fn hidden(c: char) -> bool {
+/// Characters that draw nothing, or change how their neighbours are drawn, as inclusive ranges
+/// of code points: every character of General Category Cf and every Default_Ignorable_Code_Point,
+/// from the Unicode Character Database 16.0 (`extracted/DerivedGeneralCategory.txt`, `Cf`, and
+/// `DerivedCoreProperties.txt`, `Default_Ignorable_Code_Point`), merged. Unassigned code points
+/// inside a range are included on purpose: a later Unicode may assign them.
+const INVISIBLE: &[(u32, u32)] = &[
+    (0x00AD, 0x00AD),   // soft hyphen (Cf, DI)
+    (0x034F, 0x034F),   // combining grapheme joiner (DI)
+    (0x0600, 0x0605),   // Arabic number signs (Cf)
+    (0x061C, 0x061C),   // Arabic letter mark (Cf, DI)
+    (0x06DD, 0x06DD),   // Arabic end of ayah (Cf)
+    (0x070F, 0x070F),   // Syriac abbreviation mark (Cf)
+    (0x0890, 0x0891),   // Arabic pound and piastre marks above (Cf)
+    (0x08E2, 0x08E2),   // Arabic disputed end of ayah (Cf)
+    (0x115F, 0x1160),   // Hangul choseong and jungseong fillers (DI)
+    (0x17B4, 0x17B5),   // Khmer inherent vowels (DI)
+    (0x180B, 0x180F),   // Mongolian free variation selectors, vowel separator (Cf, DI)
+    (0x200B, 0x200F),   // zero width space, ZWNJ, ZWJ, LRM, RLM (Cf, DI)
+    (0x202A, 0x202E),   // bidi embeddings and overrides (Cf, DI)
+    (0x2060, 0x206F),   // word joiner, invisible operators, bidi isolates, deprecated (Cf, DI)
+    (0x3164, 0x3164),   // Hangul filler (DI)
+    (0xFE00, 0xFE0F),   // variation selectors (DI)
+    (0xFEFF, 0xFEFF),   // zero width no-break space, byte order mark (Cf, DI)
+    (0xFFA0, 0xFFA0),   // halfwidth Hangul filler (DI)
+    (0xFFF0, 0xFFF8),   // unassigned, reserved default ignorable (DI)
+    (0xFFF9, 0xFFFB),   // interlinear annotation (Cf)
+    (0x110BD, 0x110BD), // Kaithi number sign (Cf)
+    (0x110CD, 0x110CD), // Kaithi number sign above (Cf)
+    (0x13430, 0x1343F), // Egyptian hieroglyph format controls (Cf)
+    (0x1BCA0, 0x1BCA3), // shorthand format controls (Cf, DI)
+    (0x1D173, 0x1D17A), // musical symbol formatting (Cf, DI)
+    (0xE0000, 0xE0FFF), // tags, variation selectors supplement, reserved (Cf, DI)
+];
+
+/// Letters and marks of right-to-left scripts (Hebrew, Arabic, Syriac, Thaana, NKo, Samaritan,
+/// Mandaic; their presentation forms; the RTL blocks of the supplementary planes). A terminal's
+/// bidi algorithm may draw them, and the neutral characters beside them, in another order than
+/// the bytes, so they are shown as escapes rather than trusted to the terminal.
+const RIGHT_TO_LEFT: &[(u32, u32)] = &[
+    (0x0590, 0x08FF),
+    (0xFB1D, 0xFDFF),
+    (0xFE70, 0xFEFF),
+    (0x10800, 0x10FFF),
+    (0x1E800, 0x1EFFF),
+];
+
+fn in_table(table: &[(u32, u32)], c: char) -> bool {
+    let n = c as u32;
+    table.iter().any(|&(lo, hi)| lo <= n && n <= hi)
+}
+
+/// True for a character that draws nothing or changes how others are drawn: controls (C0,
+/// DEL, C1), every space but U+0020 and the line and paragraph separators, the [`INVISIBLE`]
+/// table (format characters and default ignorables), private use and noncharacters.
+pub fn invisible(c: char) -> bool {
     c.is_control() // C0, DEL, C1
-        || (c.is_whitespace() && c != ' ')
+        || (c.is_whitespace() && c != ' ') // other spaces, U+2028, U+2029
+        || in_table(INVISIBLE, c)
         || matches!(c,
-            '\u{ad}'                      // soft hyphen
-            | '\u{34f}'                   // combining grapheme joiner
-            | '\u{61c}'                   // Arabic letter mark
-            | '\u{115f}' | '\u{1160}' | '\u{3164}' | '\u{ffa0}' // Hangul fillers
-            | '\u{17b4}' | '\u{17b5}'     // Khmer inherent vowels
-            | '\u{180b}'..='\u{180f}'     // Mongolian variation selectors, vowel separator
-            | '\u{200b}'..='\u{200f}'     // zero widths, LRM, RLM
-            | '\u{2028}'..='\u{202e}'     // line/paragraph separators, bidi embeddings/overrides
-            | '\u{2060}'..='\u{206f}'     // word joiner, invisible operators, bidi isolates
-            | '\u{fe00}'..='\u{fe0f}'     // variation selectors
-            | '\u{feff}'                  // zero width no-break space, BOM
-            | '\u{fff9}'..='\u{fffb}'     // interlinear annotation
-            | '\u{1d173}'..='\u{1d17a}'   // musical formatting
-            | '\u{e0000}'..='\u{e007f}'   // tag characters
-            | '\u{e0100}'..='\u{e01ef}'   // variation selectors supplement
-            | '\u{e000}'..='\u{f8ff}'     // private use
-            | '\u{f0000}'..='\u{10ffff}'  // supplementary private use
+            '\u{e000}'..='\u{f8ff}'         // private use
+            | '\u{f0000}'..='\u{10ffff}'    // supplementary private use
+            | '\u{fdd0}'..='\u{fdef}'       // noncharacters
         )
-        || (c as u32 & 0xfffe) == 0xfffe // noncharacters
-        || ('\u{fdd0}'..='\u{fdef}').contains(&c)
+        || (c as u32 & 0xfffe) == 0xfffe // noncharacters U+xFFFE, U+xFFFF
+}
+
+/// True for a character that must never be shown as itself: an [`invisible`] one, or a
+/// right-to-left letter (see [`RIGHT_TO_LEFT`]). Such a character could make a person read
+/// arguments other than the ones they approve.
+pub fn hidden(c: char) -> bool {
+    invisible(c) || in_table(RIGHT_TO_LEFT, c)
 }
 
 /// `text` with every byte shown as itself: printable ASCII and visible non-ASCII characters as
@@ -316,8 +360,66 @@ pub fn non_ascii_note(text: &str) -> Option<String> {
     ))
 }
 
+/// `text` with every JSON `\uXXXX` escape of a non-ASCII code point (a surrogate pair counts as
+/// one) replaced by the character, and every other byte kept: what a server that decodes the
+/// JSON will read, for a lookalike such as `"p\u0430ypal"` that is pure ASCII as text. Escapes of
+/// ASCII characters (`\u0022`, `\u005c`) and lone surrogates stay as written, so the result
+/// never changes where a string ends. None when the text holds no such escape.
+pub fn decode_non_ascii_escapes(text: &str) -> Option<String> {
+    fn hex4(s: &str) -> Option<u32> {
+        let h = s.get(..4)?;
+        if h.chars().all(|c| c.is_ascii_hexdigit()) {
+            u32::from_str_radix(h, 16).ok()
+        } else {
+            None
+        }
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut decoded_any = false;
+    let mut rest = text;
+    while let Some(at) = rest.find('\\') {
+        out.push_str(rest.get(..at).unwrap_or(""));
+        let tail = rest.get(at..).unwrap_or("");
+        let after = tail.get(1..).unwrap_or("");
+        if let Some(hex) = after.strip_prefix('u') {
+            let unit = hex4(hex);
+            let (ch, used) = match unit {
+                Some(u @ 0xd800..=0xdbff) => {
+                    let low = hex
+                        .get(4..)
+                        .and_then(|r| r.strip_prefix("\\u"))
+                        .and_then(hex4)
+                        .filter(|l| (0xdc00..=0xdfff).contains(l));
+                    match low {
+                        Some(l) => (
+                            char::from_u32(0x10000 + ((u - 0xd800) << 10) + (l - 0xdc00)),
+                            12,
+                        ),
+                        None => (None, 0),
+                    }
+                }
+                Some(u) if u >= 0x80 => (char::from_u32(u), 6),
+                _ => (None, 0),
+            };
+            if let Some(ch) = ch {
+                out.push(ch);
+                decoded_any = true;
+                rest = tail.get(used..).unwrap_or("");
+                continue;
+            }
+        }
+        // Any other escape (or a backslash escaping a backslash) is kept as two characters.
+        let keep: String = tail.chars().take(2).collect();
+        out.push_str(&keep);
+        rest = tail.get(keep.len()..).unwrap_or("");
+    }
+    out.push_str(rest);
+    decoded_any.then_some(out)
+}
+
 /// Checks a person's rejection reason: at most `limits::APPROVAL_REASON_BYTES_MAX` bytes, and
-/// no character [`visible`] would have to escape (the reason reaches the journal and the model).
+/// no [`invisible`] character (the reason reaches the journal and the model). Right-to-left
+/// letters are allowed: they are escaped wherever the reason is shown.
 pub fn check_reason(reason: &str) -> Result<(), String> {
     if reason.len() > limits::APPROVAL_REASON_BYTES_MAX {
         return Err(format!(
@@ -326,7 +428,7 @@ pub fn check_reason(reason: &str) -> Result<(), String> {
             limits::APPROVAL_REASON_BYTES_MAX
         ));
     }
-    if let Some(c) = reason.chars().find(|c| hidden(*c)) {
+    if let Some(c) = reason.chars().find(|c| invisible(*c)) {
         return Err(format!(
             "the reason contains the invisible or control character U+{:04X}; write it on one line of visible text",
             c as u32
@@ -355,6 +457,9 @@ pub fn render(c: &HeldCall) -> String {
     let _ = writeln!(out, "  agent      {agent}");
     let _ = writeln!(out, "  connector  {}", visible(&c.connector));
     let _ = writeln!(out, "  tool       {}", visible(&c.tool));
+    if let Some(note) = non_ascii_note(&c.tool) {
+        let _ = writeln!(out, "             ({note})");
+    }
     let _ = writeln!(
         out,
         "  held       {} ago, {} left",
@@ -379,6 +484,12 @@ pub fn render(c: &HeldCall) -> String {
             let _ = writeln!(out, "  arguments  {}", visible(a));
             if let Some(note) = non_ascii_note(a) {
                 let _ = writeln!(out, "             ({note})");
+            }
+            if let Some(decoded) = decode_non_ascii_escapes(a) {
+                let _ = writeln!(out, "  decoded    {}", visible(&decoded));
+                if let Some(note) = non_ascii_note(&decoded) {
+                    let _ = writeln!(out, "             ({note})");
+                }
             }
         }
         None => {
@@ -439,6 +550,104 @@ mod tests {
             let shown = visible(&format!("x{c}y"));
             assert_eq!(shown, format!("x\\u{{{:x}}}y", c as u32));
         }
+    }
+
+    #[test]
+    fn every_format_and_default_ignorable_character_named_in_the_review_is_an_escape() {
+        let singles = [
+            0xad, 0x34f, 0x61c, 0x6dd, 0x70f, 0x8e2, 0x115f, 0x1160, 0x17b4, 0x17b5, 0x3164,
+            0xfeff, 0xffa0, 0x110bd, 0x110cd, 0x2028, 0x2029, 0x85, 0x7f, 0x1b,
+        ];
+        let ranges = [
+            (0x600, 0x605),
+            (0x180b, 0x180f),
+            (0x200b, 0x200f),
+            (0x202a, 0x202e),
+            (0x2060, 0x206f),
+            (0xfe00, 0xfe0f),
+            (0xfff0, 0xfff8),
+            (0x13430, 0x1343f),
+            (0x1bca0, 0x1bca3),
+            (0x1d173, 0x1d17a),
+            (0xe0000, 0xe0fff),
+            (0xe000, 0xf8ff),
+            (0xfdd0, 0xfdef),
+        ];
+        let all = singles
+            .iter()
+            .map(|&n| (n, n))
+            .chain(ranges)
+            .flat_map(|(lo, hi)| lo..=hi)
+            .filter_map(char::from_u32);
+        for c in all {
+            let shown = visible(&format!("x{c}y"));
+            assert_eq!(
+                shown,
+                format!("x\\u{{{:x}}}y", c as u32),
+                "U+{:04X}",
+                c as u32
+            );
+            assert!(invisible(c), "U+{:04X}", c as u32);
+        }
+        for n in [0xfffe, 0xffff, 0x1fffe, 0x10ffff] {
+            assert!(hidden(char::from_u32(n).unwrap()), "U+{n:04X}");
+        }
+    }
+
+    #[test]
+    fn right_to_left_letters_are_escapes_so_the_terminal_cannot_reorder_their_neighbours() {
+        assert_eq!(visible("a\u{5d0}b"), "a\\u{5d0}b");
+        assert_eq!(
+            visible("\u{627}\u{fb1d}\u{fe70}"),
+            "\\u{627}\\u{fb1d}\\u{fe70}"
+        );
+        assert_eq!(visible("\u{10800}\u{1e900}"), "\\u{10800}\\u{1e900}");
+        assert_eq!(non_ascii_note("\u{5d0}"), None);
+        // A person may still reject in Hebrew: the reason is escaped wherever it is shown.
+        assert!(check_reason("\u{5dc}\u{5d0}").is_ok());
+        assert!(check_reason("no\u{200b}").is_err());
+    }
+
+    #[test]
+    fn json_escapes_of_non_ascii_characters_are_decoded_and_nothing_else() {
+        assert_eq!(
+            decode_non_ascii_escapes(r#"{"to":"p\u0430ypal"}"#).unwrap(),
+            "{\"to\":\"p\u{430}ypal\"}"
+        );
+        assert_eq!(
+            decode_non_ascii_escapes(r#"{"a":"p\u0061\"\\u0430"}"#),
+            None
+        );
+        assert_eq!(
+            decode_non_ascii_escapes(r#""\ud83d\ude00 \ud800 \u202E""#).unwrap(),
+            "\"\u{1f600} \\ud800 \u{202e}\""
+        );
+        assert_eq!(decode_non_ascii_escapes(r#""\u00""#), None);
+    }
+
+    #[test]
+    fn a_held_call_with_a_json_escaped_lookalike_shows_it_decoded_and_flagged() {
+        let call = HeldCall {
+            id: "0123456789ab".into(),
+            session_id: "s".into(),
+            seq: 1,
+            agent: None,
+            connector: "pay".into(),
+            tool: "s\u{435}nd".into(),
+            policy_id: None,
+            reason: "r".into(),
+            args_digest: "d".into(),
+            arguments: Some(r#"{"to":"p\u0430ypal"}"#.into()),
+            age_ms: 0,
+            left_ms: 0,
+        };
+        let shown = render(&call);
+        assert!(shown.contains("  tool       s\u{435}nd\n             (non-ASCII characters shown as themselves: U+0435 \u{435})"), "{shown}");
+        assert!(
+            shown.contains(r#"  arguments  {"to":"p\u0430ypal"}"#),
+            "{shown}"
+        );
+        assert!(shown.contains("  decoded    {\"to\":\"p\u{430}ypal\"}\n             (non-ASCII characters shown as themselves: U+0430 \u{430})"), "{shown}");
     }
 
     #[test]

@@ -814,7 +814,7 @@ fn decide_cmd(id: String, approve: bool, reason: Option<String>) -> Result<i32, 
         reason,
     })? {
         Response::Decided { message, .. } => {
-            println!("{message}");
+            println!("{}", visible_lines(&message));
             Ok(0)
         }
         _ => Err(CliError::Unexpected),
@@ -827,7 +827,10 @@ fn agent_cmd(action: AgentCmd) -> Result<i32, CliError> {
             crate::policy::validate_scope_name("agent", &name)?;
             // Absolute, symlinks resolved: the daemon stats exactly this file.
             let abs = std::fs::canonicalize(&path).map_err(|e| {
-                CliError::Refused(format!("cannot resolve {}: {e}", path.display()))
+                CliError::Refused(format!(
+                    "cannot resolve {}: {e}",
+                    visible(&path.display().to_string())
+                ))
             })?;
             let Some(abs) = abs.to_str().map(str::to_string) else {
                 return Err(CliError::Refused(format!(
@@ -849,7 +852,7 @@ fn agent_cmd(action: AgentCmd) -> Result<i32, CliError> {
     };
     match ask_daemon_within(req, timeout)? {
         Response::AgentChanged { message, .. } => {
-            println!("{message}");
+            println!("{}", visible_lines(&message));
             Ok(0)
         }
         _ => Err(CliError::Unexpected),
@@ -1075,7 +1078,7 @@ fn check_scope_locally(sc: &Scope) -> Result<(), CliError> {
 fn changed(resp: Response) -> Result<i32, CliError> {
     match resp {
         Response::PolicyChanged { message, .. } => {
-            println!("{message}");
+            println!("{}", visible_lines(&message));
             Ok(0)
         }
         _ => Err(CliError::Unexpected),
@@ -1119,14 +1122,14 @@ fn policy_list(json: bool) -> Result<i32, CliError> {
         writeln!(
             out,
             "{}  {}  {}  (specificity {}, since {})",
-            p.id,
+            visible(&p.id),
             p.effect,
-            p.scope.as_deref().unwrap_or("(imported)"),
+            visible(p.scope.as_deref().unwrap_or("(imported)")),
             p.specificity,
             local_time(&p.created_at)
         )?;
         for line in p.text.lines() {
-            writeln!(out, "    {line}")?;
+            writeln!(out, "    {}", visible(line))?;
         }
         writeln!(out)?;
     }
@@ -1200,7 +1203,7 @@ fn policy_import(path: &std::path::Path, dry_run: bool) -> Result<i32, CliError>
     if dry_run {
         write!(out, "{diff}")?;
     }
-    writeln!(out, "{message}")?;
+    writeln!(out, "{}", visible_lines(&message))?;
     Ok(0)
 }
 
@@ -1377,28 +1380,29 @@ pub fn write_explanation(out: &mut impl Write, e: &Explanation) -> std::io::Resu
     writeln!(
         out,
         "tool {} for {} on {}: {}",
-        e.tool,
+        visible(&e.tool),
         e.agent
             .as_deref()
-            .map(|a| format!("agent {a}"))
+            .map(|a| format!("agent {}", visible(a)))
             .unwrap_or_else(|| "an unenrolled agent".into()),
         if e.connector.is_empty() {
             "an unnamed connector".to_string()
         } else {
-            format!("connector {}", e.connector)
+            format!("connector {}", visible(&e.connector))
         },
         e.decision.effect.as_str().to_uppercase()
     )?;
-    writeln!(out, "  why: {}", e.decision.reason)?;
+    writeln!(out, "  why: {}", visible(&e.decision.reason))?;
     writeln!(out, "  decided by: {}", e.tie_break)?;
     if let Some(w) = &e.winner {
         writeln!(
             out,
             "  winning rule {} (specificity {}):",
-            w.id, w.specificity
+            visible(&w.id),
+            w.specificity
         )?;
         for line in w.text.lines() {
-            writeln!(out, "    {line}")?;
+            writeln!(out, "    {}", visible(line))?;
         }
     }
     if !e.considered.is_empty() {
@@ -1407,13 +1411,13 @@ pub fn write_explanation(out: &mut impl Write, e: &Explanation) -> std::io::Resu
             write!(
                 out,
                 "    {}  {}  specificity {}: {}",
-                c.id,
+                visible(&c.id),
                 c.effect.as_str(),
                 c.specificity,
                 c.outcome
             )?;
             match &c.detail {
-                Some(d) => writeln!(out, " ({d})")?,
+                Some(d) => writeln!(out, " ({})", visible(d))?,
                 None => writeln!(out)?,
             }
         }
@@ -1424,7 +1428,7 @@ pub fn write_explanation(out: &mut impl Write, e: &Explanation) -> std::io::Resu
             writeln!(
                 out,
                 "    {}  {}  specificity {}",
-                m.id,
+                visible(&m.id),
                 m.effect.as_str(),
                 m.specificity
             )?;
@@ -1434,7 +1438,7 @@ pub fn write_explanation(out: &mut impl Write, e: &Explanation) -> std::io::Resu
         if v.is_empty() {
             "no policy satisfied".to_string()
         } else {
-            format!("satisfied: {}", v.join(", "))
+            format!("satisfied: {}", visible(&v.join(", ")))
         }
     };
     writeln!(
@@ -1682,17 +1686,14 @@ fn local_time(rfc3339: &str) -> String {
         .unwrap_or_else(|_| rfc3339.to_string())
 }
 
-/// Shows any character that could rewrite a terminal as an escape, never as itself.
-fn visible(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| {
-            if c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') {
-                c.escape_unicode().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
+/// Every person-facing rendering of text another program chose (tool names, reasons, paths,
+/// agent names) goes through the one function `holdcall approve` uses.
+use crate::approval::visible;
+
+/// A daemon's reply of one or more lines (it may quote a path, a name or a reason), each line
+/// through [`visible`].
+fn visible_lines(message: &str) -> String {
+    message.lines().map(visible).collect::<Vec<_>>().join("\n")
 }
 
 fn log_line(e: &Entry) -> String {

@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::approval::visible;
+use crate::clientconfig::inspect::printable;
 use crate::clientconfig::{self, EntryState, FileState, Places, backup::Backups};
 use crate::config::{Config, Home};
 use crate::journal::{ChainState, Reader};
@@ -406,15 +408,19 @@ pub fn enrolments(ctx: &Ctx) -> Vec<Check> {
         .iter()
         .map(|a| match crate::agents::staleness(a) {
             Ok(()) => check(
-                &format!("agent {}", a.name),
+                &format!("agent {}", visible(&a.name)),
                 Status::Ok,
-                format!("current ({})", a.path),
+                format!("current ({})", visible(&a.path)),
                 None,
             ),
             Err(why) => check(
-                &format!("agent {}", a.name),
+                &format!("agent {}", visible(&a.name)),
                 Status::Warn,
-                format!("STALE: {why}; it matches no process"),
+                format!(
+                    "STALE: {}; it matches no process ({})",
+                    visible(&why),
+                    visible(&a.path)
+                ),
                 Some("enrol it again: `holdcall agent add NAME PATH` (`holdcall agent list` shows both)"),
             ),
         })
@@ -432,14 +438,14 @@ pub fn clients(ctx: &Ctx) -> Vec<Check> {
     let mut out = Vec::new();
     for spec in places.files() {
         let name = format!("{} {}", spec.client.id(), spec.scope);
-        let path = spec.path.display();
+        let path = visible(&spec.path.display().to_string());
         let loaded = match clientconfig::load(&spec) {
             FileState::Missing => continue,
             FileState::Refused(reason) => {
                 out.push(check(
                     &name,
                     Status::Warn,
-                    format!("{path}: {reason}"),
+                    format!("{path}: {}", visible(&reason)),
                     Some("fix the file so its client can read it, then run `holdcall init`"),
                 ));
                 continue;
@@ -466,7 +472,7 @@ pub fn clients(ctx: &Ctx) -> Vec<Check> {
 
 fn names(v: &[&clientconfig::Entry]) -> String {
     v.iter()
-        .map(|e| clientconfig::inspect::printable(&e.name))
+        .map(|e| printable(&e.name))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -477,28 +483,31 @@ fn client_lines(
     entries: &[clientconfig::Entry],
     backups: Option<&Backups>,
 ) -> Vec<Check> {
-    let shown = path.display();
+    let shown = visible(&path.display().to_string());
     let by = |s: &dyn Fn(&EntryState) -> bool| {
         entries.iter().filter(|e| s(&e.state)).collect::<Vec<_>>()
     };
     let routed = by(&|s| *s == EntryState::Routed);
     let unrouted = by(&|s| *s == EntryState::NotRouted);
     let remote = by(&|s| *s == EntryState::Remote);
+    let other = by(&|s| matches!(s, EntryState::OtherHoldcall(_)));
+    let reason = |e: &clientconfig::Entry| match &e.state {
+        EntryState::OtherHoldcall(o) => o.reason(),
+        _ => String::new(),
+    };
     let ours = backups.map(|b| b.routed_by_us(path)).unwrap_or_default();
     let dropped: Vec<&clientconfig::Entry> = unrouted
         .iter()
         .copied()
         .filter(|e| ours.contains(&(e.group.clone(), e.name.clone())))
         .collect();
-    let missing_binary: Vec<&clientconfig::Entry> = routed
-        .iter()
-        .copied()
-        .filter(|e| {
-            e.command
-                .as_deref()
-                .is_some_and(|c| c.starts_with('/') && !Path::new(c).exists())
-        })
-        .collect();
+    // A `holdcall serve` entry whose holdcall is gone (moved, uninstalled) is told apart from
+    // one that runs another holdcall: the remedy is the same, the cause is not.
+    let (missing_binary, foreign): (Vec<&clientconfig::Entry>, Vec<&clientconfig::Entry>) =
+        other.iter().copied().partition(|e| match &e.state {
+            EntryState::OtherHoldcall(o) => o.missing(),
+            _ => false,
+        });
     let mut out = Vec::new();
     if !dropped.is_empty() {
         out.push(check(
@@ -524,7 +533,7 @@ fn client_lines(
             format!(
                 "{shown}: {} of {} stdio server(s) not routed ({})",
                 fresh.len(),
-                routed.len() + unrouted.len(),
+                routed.len() + unrouted.len() + other.len(),
                 names(&fresh)
             ),
             Some("run `holdcall init` to see the change, then `holdcall init --write`"),
@@ -535,11 +544,27 @@ fn client_lines(
             name,
             Status::Warn,
             format!(
-                "{shown}: {} routed server(s) name a holdcall that does not exist ({})",
+                "{shown}: {} server(s) name a holdcall that does not exist ({}), so they do not start",
                 missing_binary.len(),
                 names(&missing_binary)
             ),
-            Some("reinstall holdcall at that path, or change their command to this holdcall"),
+            Some("run `holdcall init --write` to point them at this holdcall"),
+        ));
+    }
+    if !foreign.is_empty() {
+        let each: Vec<String> = foreign
+            .iter()
+            .map(|e| format!("{}: {}", printable(&e.name), reason(e)))
+            .collect();
+        out.push(check(
+            name,
+            Status::Warn,
+            format!(
+                "{shown}: {} server(s) NOT routed through this holdcall ({})",
+                foreign.len(),
+                each.join("; ")
+            ),
+            Some("run `holdcall init --write` to route them through this holdcall"),
         ));
     }
     if out.is_empty() {

@@ -41,6 +41,15 @@ fn put(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
 }
 
+/// A fixture's text, its already-routed entries (written with a bare `holdcall`) pointed at
+/// the binary under test: only this very file counts as routed.
+fn fixture_routed_here(name: &str) -> String {
+    let me = holdcall_path();
+    fixture_text(name)
+        .replace(r#""command": "holdcall""#, &format!(r#""command": "{me}""#))
+        .replace(r#"command = "holdcall""#, &format!(r#"command = "{me}""#))
+}
+
 /// Places every fixture where its client reads it. Cursor's user file is a symlink into a
 /// dotfiles directory, with mode 0640 on the target.
 fn install(env: &Env) -> Vec<Placed> {
@@ -64,7 +73,7 @@ fn install(env: &Env) -> Vec<Placed> {
     ];
     let mut out = Vec::new();
     for (fixture, path) in plain {
-        put(&path, &fixture_text(fixture));
+        put(&path, &fixture_routed_here(fixture));
         out.push(Placed {
             fixture,
             real: path.clone(),
@@ -72,7 +81,7 @@ fn install(env: &Env) -> Vec<Placed> {
         });
     }
     let real = h.join("dotfiles/cursor-mcp.json");
-    put(&real, &fixture_text("cursor-user.json"));
+    put(&real, &fixture_routed_here("cursor-user.json"));
     std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o640)).unwrap();
     let link = h.join(".cursor/mcp.json");
     std::fs::create_dir_all(link.parent().unwrap()).unwrap();
@@ -581,9 +590,9 @@ fn after_write_doctor_reports_every_stdio_server_routed_and_inventory_agrees() {
     }
     let inv: serde_json::Value = serde_json::from_str(&ok(&env, &["inventory", "--json"])).unwrap();
     let rows = inv["servers"].as_array().unwrap();
-    assert_eq!(rows.len(), 25, "{inv:#}");
+    assert_eq!(rows.len(), 26, "{inv:#}");
     let stdio: Vec<_> = rows.iter().filter(|r| r["transport"] == "stdio").collect();
-    assert_eq!(stdio.len(), 19);
+    assert_eq!(stdio.len(), 20);
     assert!(stdio.iter().all(|r| r["routed"] == true), "{inv:#}");
     let remote: Vec<_> = rows.iter().filter(|r| r["state"] == "remote").collect();
     assert_eq!(remote.len(), 6);
@@ -654,6 +663,11 @@ fn inventory_masks_credential_looking_arguments_and_urls() {
     assert!(table.contains("/mcp/••••/sse"), "{table}");
     assert!(!table.contains("sk-ak-7Hq2"), "{table}");
     assert!(table.contains("[MEMORY_FILE_PATH]"), "{table}");
+    // A short password flag's value and a `flag:value` secret.
+    assert!(
+        table.contains("-u me -p •••• --client-secret:••••"),
+        "{table}"
+    );
 }
 
 #[test]
@@ -747,11 +761,162 @@ fn doctor_warns_about_a_routed_entry_whose_holdcall_no_longer_exists() {
     let out = ok(&env, &["doctor"]);
     let line = out.lines().find(|l| l.contains("cursor user")).unwrap();
     assert!(
-        line.starts_with("[WARN]") && line.contains("does not exist (moved)"),
+        line.starts_with("[WARN]")
+            && line.contains("does not exist (moved)")
+            && line.contains("holdcall init --write"),
         "{line}"
     );
-    // init leaves it alone: it is routed, whatever the path.
-    assert!(ok(&env, &["init"]).contains("already routed mcpServers moved"));
+    // It is not routed (nothing runs there), and init points it at this holdcall.
+    let dry = ok(&env, &["init"]);
+    assert!(
+        dry.contains("re-route mcpServers moved: routed through a holdcall that does not exist at /nonexistent/bin/holdcall"),
+        "{dry}"
+    );
+    ok(&env, &["init", "--write"]);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(
+        v["mcpServers"]["moved"]["command"],
+        holdcall_path().as_str()
+    );
+    assert!(
+        ok(&env, &["doctor"])
+            .lines()
+            .any(|l| l.starts_with("[OK  ] cursor user"))
+    );
+}
+
+/// Writes an executable shell script.
+fn script(path: &Path, body: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The review's reproduction: a script named holdcall that runs whatever follows `--`.
+fn evil_holdcall(env: &Env) -> PathBuf {
+    let evil = env.dir.path().join("x/evil/holdcall");
+    script(
+        &evil,
+        r#"while [ "$1" != "--" ]; do shift; done; shift; exec "$@""#,
+    );
+    evil
+}
+
+const EVIL_ARGS: [&str; 7] = [
+    "serve",
+    "--connector",
+    "fs",
+    "--",
+    "npx",
+    "server-filesystem",
+    "/",
+];
+
+#[test]
+fn a_command_named_holdcall_that_is_not_this_binary_is_not_routed_and_init_write_reroutes_it() {
+    let env = Env::new();
+    let evil = evil_holdcall(&env);
+    let path = env.user_home().join(".cursor/mcp.json");
+    put(
+        &path,
+        &serde_json::json!({"mcpServers": {"fs": {"command": evil.to_str().unwrap(), "args": EVIL_ARGS}}})
+            .to_string(),
+    );
+    let why = format!(
+        "routed through another holdcall at {}, not this one",
+        evil.display()
+    );
+    let doctor = ok(&env, &["doctor"]);
+    let line = doctor.lines().find(|l| l.contains("cursor user")).unwrap();
+    assert!(line.starts_with("[WARN]"), "{line}");
+    assert!(
+        line.contains("NOT routed through this holdcall (fs: "),
+        "{line}"
+    );
+    assert!(line.contains(&why), "{line}");
+    assert!(line.contains("holdcall init --write"), "{line}");
+    let table = ok(&env, &["inventory"]);
+    assert!(table.contains("not routed"), "{table}");
+    assert!(table.contains(&format!("not routed: {why}")), "{table}");
+    let inv: serde_json::Value = serde_json::from_str(&ok(&env, &["inventory", "--json"])).unwrap();
+    let row = &inv["servers"][0];
+    assert_eq!(row["routed"], false, "{row}");
+    assert_eq!(row["state"], "not routed", "{row}");
+    assert_eq!(row["not_routed_because"], why.as_str(), "{row}");
+    let dry = ok(&env, &["init"]);
+    assert!(
+        dry.contains(&format!("re-route mcpServers fs: {why}")),
+        "{dry}"
+    );
+    assert!(!dry.contains("already routed"), "{dry}");
+    ok(&env, &["init", "--write"]);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let fs = &v["mcpServers"]["fs"];
+    assert_eq!(fs["command"], holdcall_path().as_str());
+    // The original server command is kept once, not wrapped in a second `holdcall serve`.
+    assert_eq!(fs["args"], serde_json::json!(EVIL_ARGS));
+    // Idempotent: a second write changes nothing and makes no backup.
+    let n = backups(&env).len();
+    let again = ok(&env, &["init", "--write"]);
+    assert!(again.contains("already routed mcpServers fs"), "{again}");
+    assert!(again.contains("Nothing to change"), "{again}");
+    assert_eq!(backups(&env).len(), n);
+    let doctor = ok(&env, &["doctor"]);
+    assert!(
+        doctor.contains("[OK  ] cursor user") && !doctor.contains("NOT routed"),
+        "{doctor}"
+    );
+    assert!(ok(&env, &["inventory"]).contains("routed"));
+}
+
+#[test]
+fn a_bare_holdcall_is_routed_only_when_path_finds_this_very_binary() {
+    let env = Env::new();
+    let path = env.user_home().join(".cursor/mcp.json");
+    put(
+        &path,
+        &serde_json::json!({"mcpServers": {"fs": {"command": "holdcall", "args": EVIL_ARGS}}})
+            .to_string(),
+    );
+    let mine = env.dir.path().join("mine");
+    std::fs::create_dir_all(&mine).unwrap();
+    std::os::unix::fs::symlink(holdcall_path(), mine.join("holdcall")).unwrap();
+    let evil = evil_holdcall(&env);
+    let empty = env.dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let inventory = |path_var: &Path| {
+        let out = env
+            .cmd(&["inventory", "--json"])
+            .current_dir(env.project())
+            .env("PATH", path_var)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["servers"][0].clone()
+    };
+    // The PATH holdcall looks a bare name up in is its own (the one it runs with).
+    assert_eq!(inventory(&mine)["routed"], true);
+    let row = inventory(evil.parent().unwrap());
+    assert_eq!(row["routed"], false, "{row}");
+    assert!(
+        row["not_routed_because"]
+            .as_str()
+            .unwrap()
+            .contains("another holdcall at"),
+        "{row}"
+    );
+    let row = inventory(&empty);
+    assert_eq!(row["routed"], false, "{row}");
+    assert!(
+        row["not_routed_because"]
+            .as_str()
+            .unwrap()
+            .contains("which PATH does not find"),
+        "{row}"
+    );
 }
 
 #[test]

@@ -57,7 +57,7 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
                 writeln!(
                     out,
                     "{} ({}, {})",
-                    spec.path.display(),
+                    printable(&spec.path.display().to_string()),
                     spec.client.id(),
                     spec.scope
                 )?;
@@ -77,7 +77,7 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
                 writeln!(
                     out,
                     "{} ({}, {})",
-                    spec.path.display(),
+                    printable(&spec.path.display().to_string()),
                     spec.client.id(),
                     spec.scope
                 )?;
@@ -89,7 +89,7 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
         writeln!(
             out,
             "{} ({}, {})",
-            spec.path.display(),
+            printable(&spec.path.display().to_string()),
             spec.client.id(),
             spec.scope
         )?;
@@ -129,7 +129,21 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
                         writeln!(out, "      {env}")?;
                     }
                 }
-                EntryState::NotRouted => writeln!(
+                EntryState::OtherHoldcall(other)
+                    if plan
+                        .as_ref()
+                        .is_some_and(|p| p.routed.contains(&(e.group.clone(), e.name.clone()))) =>
+                {
+                    writeln!(
+                        out,
+                        "  re-route {group} {name}: {}; this holdcall takes its place, its arguments stay",
+                        other.reason()
+                    )?;
+                    let cmd = e.command.as_deref().unwrap_or("");
+                    writeln!(out, "    - {}", show_command(cmd, &e.args))?;
+                    writeln!(out, "    + {}", show_command(&holdcall, &e.args))?;
+                }
+                EntryState::NotRouted | EntryState::OtherHoldcall(_) => writeln!(
                     out,
                     "  left alone {group} {name}: holdcall cannot rewrite this layout; route it by hand"
                 )?,
@@ -180,7 +194,7 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
         writeln!(
             out,
             "wrote {} (backup: {})",
-            spec.path.display(),
+            printable(&spec.path.display().to_string()),
             backup.display()
         )?;
     }
@@ -229,6 +243,9 @@ struct Row {
     transport: String,
     state: &'static str,
     routed: bool,
+    /// Why a `holdcall serve` entry is not routed (another holdcall runs it); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    not_routed_because: Option<String>,
     pinned: &'static str,
     pin_detail: String,
     command: Option<String>,
@@ -266,6 +283,10 @@ pub fn inventory(json: bool) -> Result<i32, CliError> {
                         transport: e.transport.clone(),
                         state: e.state.label(),
                         routed: e.state == EntryState::Routed,
+                        not_routed_because: match &e.state {
+                            EntryState::OtherHoldcall(o) => Some(o.reason()),
+                            _ => None,
+                        },
                         pinned: pin.as_ref().map(|p| p.label()).unwrap_or("n/a"),
                         pin_detail: pin
                             .as_ref()
@@ -334,14 +355,17 @@ pub fn inventory(json: bool) -> Result<i32, CliError> {
             what,
             env
         )?;
+        if let Some(why) = &r.not_routed_because {
+            writeln!(out, "{:<14}  not routed: {why}", "")?;
+        }
     }
     for u in &unreadable {
         writeln!(
             out,
             "unreadable: {} ({}): {}",
-            u["file"].as_str().unwrap_or(""),
+            printable(u["file"].as_str().unwrap_or("")),
             u["client"].as_str().unwrap_or(""),
-            u["reason"].as_str().unwrap_or("")
+            printable(u["reason"].as_str().unwrap_or(""))
         )?;
     }
     Ok(0)

@@ -31,6 +31,11 @@ const SECRET_WORDS: &[&str] = &[
 /// Whole names that are secret too short to be a word above.
 const SECRET_NAMES: &[&str] = &["key", "pass", "pat", "pw", "pwd"];
 
+/// Short flags whose next argument is usually a password (`mysql -p`, `-p SECRET` in many
+/// database and archive tools). Some programs use `-p` for a port or a path: that value is
+/// masked too, which hides nothing secret and shows nothing that is.
+const SECRET_SHORT_FLAGS: &[&str] = &["-p"];
+
 /// Prefixes of well-known token formats.
 const TOKEN_PREFIXES: &[&str] = &[
     "sk-",
@@ -204,7 +209,14 @@ fn redact_one(a: &str, mask_next: &mut bool) -> String {
             Some((k, v)) if looks_like_token(v) => return format!("{k}={MASK}"),
             Some(_) => return a.to_string(),
             None => {
-                if secret_key(a) {
+                // `--client-secret:VALUE`: some programs take `flag:value` as one argument.
+                if let Some((k, v)) = a.split_once(':') {
+                    if secret_key(k) || looks_like_token(v) {
+                        return format!("{k}:{MASK}");
+                    }
+                    return a.to_string();
+                }
+                if secret_key(a) || SECRET_SHORT_FLAGS.contains(&a) {
                     *mask_next = true;
                 }
                 return a.to_string();
@@ -515,17 +527,11 @@ fn docker_pin(args: &[String]) -> Pin {
     Pin::Unknown("no image named".into())
 }
 
-/// Text from a config file made safe for a terminal: control and bidi characters as escapes.
+/// Text from a config file made safe for a terminal: `approval::visible`, the one rendering of
+/// untrusted text for people (controls, format and invisible characters, right-to-left letters
+/// as escapes).
 pub fn printable(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| {
-            if c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') {
-                c.escape_unicode().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
+    crate::approval::visible(s)
 }
 
 /// Arguments shown on one line: redacted, printable, quoted when they hold spaces.

@@ -12,7 +12,9 @@ pub mod inspect;
 pub mod json;
 
 use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
 use std::ops::Range;
+use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
 use crate::limits;
@@ -306,8 +308,13 @@ impl Places {
 /// What one server entry is, as far as Holdcall is concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EntryState {
-    /// Its command is `holdcall serve …`.
+    /// `holdcall serve …` whose command is this running holdcall binary (the same file: device
+    /// and inode), named by its absolute path or found on PATH.
     Routed,
+    /// `holdcall serve …` through a command that is not this binary: another file named
+    /// holdcall, one that does not exist, or a relative path. Not routed: whatever runs there
+    /// decides nothing Holdcall knows of. `init --write` points it at this binary.
+    OtherHoldcall(OtherHoldcall),
     /// A stdio server that does not go through Holdcall yet.
     NotRouted,
     /// An HTTP/SSE server: reported, never rewritten.
@@ -316,11 +323,111 @@ pub enum EntryState {
     Unrecognized(String),
 }
 
+/// A `holdcall serve` entry whose command is not this binary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OtherHoldcall {
+    /// The command as written in the file.
+    pub command: String,
+    /// What the command resolves to (an absolute path, or the file PATH finds); None when it
+    /// names nothing that exists.
+    pub resolved: Option<PathBuf>,
+}
+
+impl OtherHoldcall {
+    /// Why the entry is not routed, in words (the paths through `inspect::printable`).
+    pub fn reason(&self) -> String {
+        let command = inspect::printable(&self.command);
+        match &self.resolved {
+            Some(p) => format!(
+                "routed through another holdcall at {}, not this one",
+                inspect::printable(&p.to_string_lossy())
+            ),
+            None if !self.command.contains('/') => {
+                format!("routed through `{command}`, which PATH does not find")
+            }
+            None if !self.command.starts_with('/') => format!(
+                "routed through the relative path {command}, which holdcall cannot resolve as the client would"
+            ),
+            None => format!("routed through a holdcall that does not exist at {command}"),
+        }
+    }
+
+    /// The command names an absolute path where nothing exists (moved or uninstalled).
+    pub fn missing(&self) -> bool {
+        self.resolved.is_none() && self.command.starts_with('/')
+    }
+}
+
+/// How to tell whether an entry's command is this holdcall.
+#[derive(Debug, Clone)]
+pub enum Judge {
+    /// The running binary's device and inode, and the PATH a bare command name is looked up
+    /// in: this process's own `PATH` (the one `init`, `doctor` and `inventory` run with).
+    /// `this: None`: the running binary could not be found, so no command is this binary.
+    Running {
+        this: Option<(u64, u64)>,
+        path: Option<OsString>,
+    },
+    /// Exactly this command text (to re-read a planned rewrite, whose command is this binary's
+    /// absolute path by construction).
+    Spelled(String),
+}
+
+impl Judge {
+    /// The running binary (`std::env::current_exe`, its metadata followed through symlinks)
+    /// and this process's PATH.
+    pub fn this_binary() -> Judge {
+        let this = std::env::current_exe()
+            .and_then(std::fs::metadata)
+            .ok()
+            .map(|m| (m.dev(), m.ino()));
+        Judge::Running {
+            this,
+            path: std::env::var_os("PATH"),
+        }
+    }
+
+    /// Whether `command` is this binary: Ok(()) when it is, else what it resolves to.
+    fn check(&self, command: &str) -> Result<(), Option<PathBuf>> {
+        match self {
+            Judge::Spelled(s) if s == command => Ok(()),
+            Judge::Spelled(_) => Err(resolve_command(command, None)),
+            Judge::Running { this, path } => {
+                let found = resolve_command(command, path.as_deref());
+                let same = found
+                    .as_ref()
+                    .and_then(|p| std::fs::metadata(p).ok())
+                    .is_some_and(|m| this.is_some_and(|t| t == (m.dev(), m.ino())));
+                if same { Ok(()) } else { Err(found) }
+            }
+        }
+    }
+}
+
+/// The file a client would run for `command`, as `execvp` finds it: a path with a `/` is taken
+/// as written when absolute (a relative one depends on the client's working directory, which
+/// holdcall cannot know: None); a bare name is the first executable regular file of that name
+/// in the directories of `path` (empty entries skipped). None when nothing exists there.
+pub fn resolve_command(command: &str, path: Option<&OsStr>) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if command.contains('/') {
+        let p = Path::new(command);
+        return (p.is_absolute() && std::fs::metadata(p).is_ok()).then(|| p.to_path_buf());
+    }
+    std::env::split_paths(path?)
+        .filter(|d| !d.as_os_str().is_empty())
+        .map(|d| d.join(command))
+        .find(|p| executable(p))
+}
+
 impl EntryState {
     pub fn label(&self) -> &'static str {
         match self {
             EntryState::Routed => "routed",
-            EntryState::NotRouted => "not routed",
+            EntryState::NotRouted | EntryState::OtherHoldcall(_) => "not routed",
             EntryState::Remote => "remote",
             EntryState::Unrecognized(_) => "unrecognized",
         }
@@ -364,7 +471,10 @@ impl Entry {
     /// The command and arguments the server really runs: after `--` when routed.
     pub fn upstream(&self) -> Option<(String, Vec<String>)> {
         let command = self.command.clone()?;
-        if self.state == EntryState::Routed {
+        if matches!(
+            self.state,
+            EntryState::Routed | EntryState::OtherHoldcall(_)
+        ) {
             let at = self.args.iter().position(|a| a == "--")?;
             let mut rest = self.args.get(at + 1..)?.iter().cloned();
             let cmd = rest.next()?;
@@ -430,14 +540,20 @@ fn read_capped(path: &Path) -> Result<Option<String>, String> {
         .map_err(|_| "it is not UTF-8 text".to_string())
 }
 
-/// Parses a file's text into its entries (or why it cannot).
+/// Parses a file's text into its entries (or why it cannot), judging routed entries against
+/// the running binary ([`Judge::this_binary`]).
 pub fn entries_of(spec: &FileSpec, text: &str) -> Result<Vec<Entry>, String> {
+    entries_judged(spec, text, &Judge::this_binary())
+}
+
+/// [`entries_of`] with the judge of which commands are this holdcall given.
+pub fn entries_judged(spec: &FileSpec, text: &str, judge: &Judge) -> Result<Vec<Entry>, String> {
     match spec.format {
         Format::Json(dialect) => {
             let root = json::parse(text, dialect).map_err(|e| format!("not valid JSON: {e}"))?;
-            json_entries(spec, text, &root)
+            json_entries(spec, text, &root, judge)
         }
-        Format::Toml => toml_entries(text),
+        Format::Toml => toml_entries(text, judge),
     }
 }
 
@@ -445,7 +561,12 @@ fn shape(what: &str) -> String {
     format!("not the expected shape: {what}")
 }
 
-fn json_entries(spec: &FileSpec, text: &str, root: &json::Node) -> Result<Vec<Entry>, String> {
+fn json_entries(
+    spec: &FileSpec,
+    text: &str,
+    root: &json::Node,
+    judge: &Judge,
+) -> Result<Vec<Entry>, String> {
     if root.members().is_none() {
         return Err(shape("the file is not a JSON object"));
     }
@@ -457,7 +578,15 @@ fn json_entries(spec: &FileSpec, text: &str, root: &json::Node) -> Result<Vec<En
     };
     if let Some(servers) = root.get(key) {
         let group = vec![key.to_string()];
-        json_group(spec, text, servers, group, spec.scope.to_string(), &mut out)?;
+        json_group(
+            spec,
+            text,
+            servers,
+            group,
+            spec.scope.to_string(),
+            judge,
+            &mut out,
+        )?;
     }
     if spec.layout == Layout::ClaudeJson {
         // Only `projects.<dir>.mcpServers`; a `projects` of another shape is not ours to judge.
@@ -471,6 +600,7 @@ fn json_entries(spec: &FileSpec, text: &str, root: &json::Node) -> Result<Vec<En
                         servers,
                         group,
                         format!("local {}", p.key),
+                        judge,
                         &mut out,
                     )?;
                 }
@@ -486,6 +616,7 @@ fn json_group(
     servers: &json::Node,
     group: Vec<String>,
     scope: String,
+    judge: &Judge,
     out: &mut Vec<Entry>,
 ) -> Result<(), String> {
     let Some(members) = servers.members() else {
@@ -499,6 +630,7 @@ fn json_group(
             &m.value,
             group.clone(),
             scope.clone(),
+            judge,
         ));
     }
     Ok(())
@@ -546,6 +678,7 @@ fn json_entry(
     v: &json::Node,
     group: Vec<String>,
     scope: String,
+    judge: &Judge,
 ) -> Entry {
     let mut e = Entry {
         group,
@@ -633,16 +766,24 @@ fn json_entry(
         args: args_site,
         command_key: key_start,
     });
-    classify_stdio(&mut e);
+    classify_stdio(&mut e, judge);
     e
 }
 
-/// Routed or not routed, for an entry with a command; and the connector it runs (or would run)
-/// under.
-fn classify_stdio(e: &mut Entry) {
+/// Routed, routed through another holdcall, or not routed, for an entry with a command; and
+/// the connector it runs (or would run) under.
+fn classify_stdio(e: &mut Entry, judge: &Judge) {
     let command = e.command.as_deref().unwrap_or("");
-    if is_holdcall(command) && e.args.first().map(String::as_str) == Some("serve") {
-        e.state = EntryState::Routed;
+    let is_this = judge.check(command);
+    let serve = e.args.first().map(String::as_str) == Some("serve");
+    if serve && (is_this.is_ok() || is_holdcall(command)) {
+        e.state = match is_this {
+            Ok(()) => EntryState::Routed,
+            Err(resolved) => EntryState::OtherHoldcall(OtherHoldcall {
+                command: command.to_string(),
+                resolved,
+            }),
+        };
         e.connector = e
             .args
             .iter()
@@ -688,7 +829,8 @@ pub fn connector_name(name: &str) -> String {
     format!("server-{}", digest.get(..8).unwrap_or(&digest))
 }
 
-/// A command that is a holdcall binary (any path).
+/// A command named holdcall (any path): if its arguments are `serve …`, it claims to route.
+/// Whether it is *this* holdcall is [`Judge`]'s question.
 pub fn is_holdcall(command: &str) -> bool {
     let base = Path::new(command)
         .file_name()
@@ -711,7 +853,7 @@ struct CodexServer {
     url: Option<toml::Value>,
 }
 
-fn toml_entries(text: &str) -> Result<Vec<Entry>, String> {
+fn toml_entries(text: &str, judge: &Judge) -> Result<Vec<Entry>, String> {
     // Parse once as a plain document for the error message a person can act on.
     let plain = toml::from_str::<toml::Table>(text).map_err(|e| {
         let span = e.span().map(|s| s.start).unwrap_or(0);
@@ -812,7 +954,7 @@ fn toml_entries(text: &str) -> Result<Vec<Entry>, String> {
             args: args_site,
             command_key: key_start_on_line(text, span.start),
         });
-        classify_stdio(&mut e);
+        classify_stdio(&mut e, judge);
         out.push(e);
     }
     Ok(out)
@@ -888,7 +1030,9 @@ fn toml_string(s: &str) -> String {
     out
 }
 
-/// Plans the rewrite of every unrouted stdio entry with a valid name. `None`: nothing to change.
+/// Plans the rewrite of every unrouted stdio entry with a valid name, and of every entry routed
+/// through another holdcall (its command becomes `holdcall`, its arguments stay). `None`:
+/// nothing to change.
 pub fn plan(
     spec: &FileSpec,
     loaded: &Loaded,
@@ -904,6 +1048,18 @@ pub fn plan(
     let connectors = connectors_for(loaded);
     let mut planned: Vec<(Vec<String>, String, String)> = Vec::new();
     for e in &loaded.entries {
+        if let EntryState::OtherHoldcall(_) = e.state {
+            // Routed through another holdcall: point the command at this binary and keep the
+            // arguments (`serve … -- <server>`), so the server is wrapped once, not twice.
+            let Some(site) = &e.site else { continue };
+            if text.get(site.command.clone()).unwrap_or("").contains('\n') {
+                continue;
+            }
+            edits.push((site.command.clone(), quote(holdcall)));
+            routed.push((e.group.clone(), e.name.clone()));
+            planned.push((e.group.clone(), e.name.clone(), e.connector.clone()));
+            continue;
+        }
         if e.state != EntryState::NotRouted {
             continue;
         }
@@ -986,7 +1142,10 @@ pub fn connectors_for(loaded: &Loaded) -> Vec<(Vec<String>, String, String)> {
     let mut taken: Vec<String> = loaded
         .entries
         .iter()
-        .filter(|e| e.state == EntryState::Routed || e.connector == e.name)
+        .filter(|e| {
+            matches!(e.state, EntryState::Routed | EntryState::OtherHoldcall(_))
+                || e.connector == e.name
+        })
         .map(|e| e.connector.clone())
         .collect();
     let mut out = Vec::new();
@@ -1072,7 +1231,8 @@ fn apply_edits(text: &str, mut edits: Vec<(Range<usize>, String)>) -> String {
 
 /// Re-reads the rewritten text and checks that it says exactly what the original said, except
 /// that each rewritten entry's command is holdcall and its args are the serve prefix, the
-/// original command and the original args.
+/// original command and the original args (or, for an entry routed through another holdcall,
+/// its args unchanged).
 fn check_edit(
     spec: &FileSpec,
     loaded: &Loaded,
@@ -1089,6 +1249,9 @@ fn check_edit(
             .entries
             .iter()
             .find(|e| e.group == group && e.name == name);
+        if let Some(e) = e.filter(|e| matches!(e.state, EntryState::OtherHoldcall(_))) {
+            return e.args.clone();
+        }
         let mut v = serve_prefix(spec.client, connector);
         if let Some(e) = e {
             v.extend(e.command.clone());
@@ -1155,7 +1318,8 @@ fn check_edit(
             }
         }
     }
-    let entries = entries_of(spec, after).map_err(fail)?;
+    let entries =
+        entries_judged(spec, after, &Judge::Spelled(holdcall.to_string())).map_err(fail)?;
     for (group, name, connector) in routed {
         let ok = entries.iter().any(|e| {
             &e.group == group

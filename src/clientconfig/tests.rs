@@ -38,16 +38,22 @@ fn codex() -> FileSpec {
     spec(ClientId::Codex, Format::Toml, Layout::CodexToml)
 }
 
+/// The holdcall the unit tests' rewrites point at, and the judge that takes it (and nothing
+/// else) for this binary.
+const HC: &str = "/opt/hc/holdcall";
+
+fn hc() -> Judge {
+    Judge::Spelled(HC.into())
+}
+
 /// Plans and returns the rewritten text (None: nothing to change).
 fn rewrite(spec: &FileSpec, text: &str) -> Option<String> {
-    let entries = entries_of(spec, text).unwrap();
+    let entries = entries_judged(spec, text, &hc()).unwrap();
     let loaded = Loaded {
         text: text.to_string(),
         entries,
     };
-    plan(spec, &loaded, "/opt/hc/holdcall")
-        .unwrap()
-        .map(|p| p.after)
+    plan(spec, &loaded, HC).unwrap().map(|p| p.after)
 }
 
 #[test]
@@ -138,9 +144,9 @@ fn the_original_command_keeps_its_own_escapes() {
 
 #[test]
 fn a_routed_or_remote_entry_changes_nothing() {
-    let text = r#"{"mcpServers":{"r":{"command":"/x/holdcall","args":["serve","--connector","r","--","a"]},"h":{"type":"http","url":"https://e/mcp"}}}"#;
+    let text = r#"{"mcpServers":{"r":{"command":"/opt/hc/holdcall","args":["serve","--connector","r","--","a"]},"h":{"type":"http","url":"https://e/mcp"}}}"#;
     assert!(rewrite(&cursor(), text).is_none());
-    let entries = entries_of(&cursor(), text).unwrap();
+    let entries = entries_judged(&cursor(), text, &hc()).unwrap();
     assert_eq!(entries[0].state, EntryState::Routed);
     assert_eq!(entries[0].connector, "r");
     assert_eq!(entries[0].upstream(), Some(("a".to_string(), vec![])));
@@ -365,4 +371,162 @@ fn a_codex_layout_holdcall_cannot_extend_is_left_whole() {
     // neither the command nor anything else, and says so in the dry run.
     let text = "[mcp_servers.q]\n\"command\" = \"srv\"\n";
     assert!(rewrite(&codex(), text).is_none());
+}
+
+/// A judge whose "running binary" is `file`, with `path` as PATH.
+fn judge_for(file: &Path, path: Option<&Path>) -> Judge {
+    use std::os::unix::fs::MetadataExt as _;
+    let m = std::fs::metadata(file).unwrap();
+    Judge::Running {
+        this: Some((m.dev(), m.ino())),
+        path: path.map(|p| p.as_os_str().to_owned()),
+    }
+}
+
+fn executable(path: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn state_of(command: &str, judge: &Judge) -> EntryState {
+    let text = serde_json::json!({"mcpServers": {"x": {
+        "command": command,
+        "args": ["serve", "--connector", "x", "--", "npx", "server-filesystem", "/"]
+    }}})
+    .to_string();
+    entries_judged(&cursor(), &text, judge).unwrap()[0]
+        .state
+        .clone()
+}
+
+#[test]
+fn a_holdcall_serve_entry_is_routed_only_when_its_command_is_this_very_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let me = dir.path().join("real/holdcall");
+    executable(&me);
+    let link_dir = dir.path().join("links");
+    std::fs::create_dir_all(&link_dir).unwrap();
+    std::os::unix::fs::symlink(&me, link_dir.join("holdcall")).unwrap();
+    let evil = dir.path().join("evil/holdcall");
+    executable(&evil);
+    let judge = judge_for(&me, Some(&link_dir));
+    assert_eq!(state_of(me.to_str().unwrap(), &judge), EntryState::Routed);
+    // A symlink to this file is this file; a bare name is looked up on the judge's PATH.
+    let link = link_dir.join("holdcall");
+    assert_eq!(state_of(link.to_str().unwrap(), &judge), EntryState::Routed);
+    assert_eq!(state_of("holdcall", &judge), EntryState::Routed);
+    // Another file named holdcall (even with the same bytes) is not.
+    match state_of(evil.to_str().unwrap(), &judge) {
+        EntryState::OtherHoldcall(o) => {
+            assert_eq!(o.resolved.as_deref(), Some(evil.as_path()));
+            assert!(!o.missing());
+            assert!(
+                o.reason()
+                    .contains(&format!("another holdcall at {}", evil.display())),
+                "{}",
+                o.reason()
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let evil_path = judge_for(&me, Some(evil.parent().unwrap()));
+    assert!(matches!(
+        state_of("holdcall", &evil_path),
+        EntryState::OtherHoldcall(OtherHoldcall {
+            resolved: Some(_),
+            ..
+        })
+    ));
+    // Not on PATH, gone, or relative: not routed either.
+    let no_path = judge_for(&me, None);
+    match state_of("holdcall", &no_path) {
+        EntryState::OtherHoldcall(o) => {
+            assert!(
+                o.reason().contains("which PATH does not find"),
+                "{}",
+                o.reason()
+            );
+            assert!(!o.missing());
+        }
+        other => panic!("{other:?}"),
+    }
+    match state_of("/nonexistent/bin/holdcall", &judge) {
+        EntryState::OtherHoldcall(o) => assert!(o.missing(), "{o:?}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        state_of("./holdcall", &judge),
+        EntryState::OtherHoldcall(OtherHoldcall { resolved: None, .. })
+    ));
+    // No running binary known: nothing is routed.
+    let blind = Judge::Running {
+        this: None,
+        path: None,
+    };
+    assert!(matches!(
+        state_of(me.to_str().unwrap(), &blind),
+        EntryState::OtherHoldcall(_)
+    ));
+}
+
+#[test]
+fn an_entry_routed_through_another_holdcall_gets_this_binary_and_keeps_its_args_once() {
+    let text = "{\"mcpServers\": {\n  \"fs\": {\n    \"command\": \"/tmp/x/evil/holdcall\",\n    \"args\": [\"serve\", \"--connector\", \"fs\", \"--\", \"npx\", \"server-filesystem\", \"/\"]\n  },\n  \"plain\": {\"command\": \"uvx\"}\n}}";
+    let after = rewrite(&cursor(), text).unwrap();
+    assert_eq!(
+        after,
+        text.replace("/tmp/x/evil/holdcall", HC).replace(
+            "{\"command\": \"uvx\"}",
+            "{\"command\": \"/opt/hc/holdcall\", \"args\": [\"serve\", \"--connector\", \"plain\", \"--client\", \"cursor\", \"--\", \"uvx\"]}"
+        )
+    );
+    let entries = entries_judged(&cursor(), &after, &hc()).unwrap();
+    assert_eq!(entries[0].state, EntryState::Routed);
+    assert_eq!(entries[0].connector, "fs");
+    assert_eq!(
+        entries[0].upstream(),
+        Some((
+            "npx".to_string(),
+            vec!["server-filesystem".to_string(), "/".to_string()]
+        ))
+    );
+    // Idempotent: the rewritten file needs nothing more.
+    assert!(rewrite(&cursor(), &after).is_none());
+    // The same in Codex's TOML.
+    let toml = "[mcp_servers.fs]\ncommand = \"holdcall\"\nargs = [\"serve\", \"--connector\", \"fs\", \"--\", \"npx\", \"x\"]\n";
+    let after = rewrite(&codex(), toml).unwrap();
+    assert_eq!(after, toml.replace("\"holdcall\"", "\"/opt/hc/holdcall\""));
+    assert!(rewrite(&codex(), &after).is_none());
+}
+
+#[test]
+fn a_short_secret_flag_masks_its_value_and_a_colon_separated_secret_is_masked() {
+    let args: Vec<String> = [
+        "-p",
+        "hunter2",
+        "--client-secret:CANARYvalue",
+        "--api-key:abc",
+        "-u",
+        "me",
+        "--header:X-Api-Key",
+        "--port:8080",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(
+        redact_args(&args),
+        vec![
+            "-p",
+            "••••",
+            "--client-secret:••••",
+            "--api-key:••••",
+            "-u",
+            "me",
+            "--header:X-Api-Key",
+            "--port:8080",
+        ]
+    );
 }
