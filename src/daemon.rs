@@ -861,6 +861,22 @@ async fn handle(
         Request::PolicyExport => Next::Reply(Response::PolicyText {
             text: current_policy(state).text(),
         }),
+        Request::VaultProbe => {
+            // A name no connector can have (a space is not allowed in one): a reachable store
+            // answers "no such entry", and nothing is read or written.
+            let probe = vault::run_blocking(&state.vault, |s| s.get("holdcall probe")).await;
+            let where_ = state.vault.describe();
+            Next::Reply(match probe {
+                Ok(_) => Response::VaultStatus {
+                    reachable: true,
+                    message: format!("{where_} answers"),
+                },
+                Err(e) => Response::VaultStatus {
+                    reachable: false,
+                    message: format!("{where_}: {e}"),
+                },
+            })
+        }
         Request::Status => {
             let head = state.writer.ask(Op::Head).await.ok().flatten();
             let sessions = state.sessions.lock().map(|s| s.len()).unwrap_or(0);

@@ -77,16 +77,16 @@ impl Ctx {
 /// A check: what it found, as zero or more lines.
 pub type CheckFn = fn(&Ctx) -> Vec<Check>;
 
-/// The checks, in the order they print. Still to come when agents and credentials land
-/// (issue 5): `credential_store` (the OS store answers), `enrolments` (each current or stale,
-/// with the `holdcall agent add` remedy), `connectors` (each connector's command exists).
+/// The checks, in the order they print.
 pub const CHECKS: &[CheckFn] = &[
     binary,
     config_toml,
     daemon,
     journal,
+    credential_store,
     enrolments,
     policy,
+    connectors,
     clients,
 ];
 
@@ -368,6 +368,142 @@ pub fn policy(ctx: &Ctx) -> Vec<Check> {
             Some("run `holdcall policy list` and remove the rule it names"),
         ),
     }]
+}
+
+/// The registered connectors, read-only from the database (never a secret).
+fn registered_connectors(home: &Home) -> Result<Vec<crate::connector::ListedConnector>, String> {
+    if !home.db_path().exists() {
+        return Ok(Vec::new());
+    }
+    Reader::open(&home.db_path())
+        .and_then(|r| r.connectors())
+        .map_err(|e| e.to_string())
+}
+
+/// Whether the credential store answers, asked of the running daemon (the only process that
+/// reads secrets, and the one whose session bus counts). Not needed while no connector is
+/// registered; without a running daemon it cannot be checked, and doctor never starts one.
+pub fn credential_store(ctx: &Ctx) -> Vec<Check> {
+    let name = "credential store";
+    let Ok(home) = &ctx.home else {
+        return Vec::new();
+    };
+    let registered = match registered_connectors(home) {
+        Ok(c) => c.len(),
+        Err(_) => 0,
+    };
+    let need = |status_if_needed: Status| {
+        if registered == 0 {
+            Status::Ok
+        } else {
+            status_if_needed
+        }
+    };
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return Vec::new();
+    };
+    let line = rt.block_on(async {
+        match wire::probe(home).await {
+            Probe::Ours(mut conn) => {
+                match conn
+                    .call(&Request::VaultProbe, limits::STORE_REQUEST_TIMEOUT)
+                    .await
+                {
+                    Ok(Response::VaultStatus {
+                        reachable: true,
+                        message,
+                    }) => check(name, Status::Ok, message, None),
+                    Ok(Response::VaultStatus { message, .. }) => check(
+                        name,
+                        need(Status::Fail),
+                        format!(
+                            "{message}{}",
+                            if registered == 0 {
+                                " (not needed until a connector is set)"
+                            } else {
+                                "; registered connectors' servers will not start"
+                            }
+                        ),
+                        Some(
+                            "start the daemon from your desktop session (`holdcall daemon restart` there), so it sees DBUS_SESSION_BUS_ADDRESS and an unlocked keyring",
+                        ),
+                    ),
+                    _ => check(
+                        name,
+                        need(Status::Warn),
+                        "the daemon did not say whether it reaches the credential store".into(),
+                        Some("run `holdcall daemon restart`; see daemon.log in the holdcall home"),
+                    ),
+                }
+            }
+            _ => check(
+                name,
+                need(Status::Warn),
+                if registered == 0 {
+                    "not checked (no verified daemon is running; no connector needs it yet)".into()
+                } else {
+                    "not checked: the daemon reads the store, and no verified daemon is running"
+                        .into()
+                },
+                (registered > 0).then_some("run `holdcall daemon start`, then `holdcall doctor` again"),
+            ),
+        }
+    });
+    vec![line]
+}
+
+/// Each registered connector: its registered command still exists and is executable (else its
+/// servers cannot start).
+pub fn connectors(ctx: &Ctx) -> Vec<Check> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Ok(home) = &ctx.home else {
+        return Vec::new();
+    };
+    let list = match registered_connectors(home) {
+        Ok(l) => l,
+        Err(e) => {
+            return vec![check(
+                "connectors",
+                Status::Fail,
+                e,
+                Some("run `holdcall verify`"),
+            )];
+        }
+    };
+    list.iter()
+        .map(|c| {
+            let what = format!("connector {}", crate::approval::visible(&c.name));
+            let program = c.command.first().map(String::as_str).unwrap_or_default();
+            let runnable = std::fs::metadata(program)
+                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false);
+            if runnable {
+                check(
+                    &what,
+                    Status::Ok,
+                    format!(
+                        "runs {} with its secret in {}",
+                        crate::approval::visible(&c.command.join(" ")),
+                        c.env_key
+                    ),
+                    None,
+                )
+            } else {
+                check(
+                    &what,
+                    Status::Fail,
+                    format!(
+                        "its registered command {} is missing or not executable, so its servers cannot start",
+                        crate::approval::visible(program)
+                    ),
+                    Some("register it again: `holdcall connector set NAME --env KEY -- COMMAND…`"),
+                )
+            }
+        })
+        .collect()
 }
 
 /// Each enrolled agent: current, or STALE (the file changed since enrolment, so it matches no

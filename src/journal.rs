@@ -1977,6 +1977,11 @@ impl Reader {
         read_agents(&self.conn).map_err(self.read_err())
     }
 
+    /// The registered connectors (never a secret), by name.
+    pub fn connectors(&self) -> Result<Vec<ConnectorRow>, JournalError> {
+        read_connectors(&self.conn, None).map_err(self.read_err())
+    }
+
     /// Walks the whole chain in chain_seq order and names every problem it finds (see
     /// docs/journal-format.md, "Verification"). Without `machine_id`, entry 1's prev_hash is taken
     /// as given ([`ChainState::Partial`]). `expect_head` is a head recorded earlier: the chain must

@@ -126,6 +126,10 @@ pub enum Request {
     ConnectorRemove { name: String },
     #[serde(rename = "connector.list")]
     ConnectorList,
+    /// Whether the daemon reaches the credential store (`holdcall doctor`): it looks up a name no
+    /// connector can have, so nothing is read or written.
+    #[serde(rename = "vault.probe")]
+    VaultProbe,
 }
 
 impl Request {
@@ -178,6 +182,8 @@ pub enum Response {
         message: String,
         chain_seq: Option<i64>,
     },
+    #[serde(rename = "vault.status")]
+    VaultStatus { reachable: bool, message: String },
     #[serde(rename = "connector.list")]
     ConnectorList {
         connectors: Vec<crate::connector::ListedConnector>,
