@@ -906,6 +906,19 @@ pub struct PolicyRow {
     pub created_at: String,
 }
 
+/// A connector as the console reads it from the `connectors` table: what runs, never a secret.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ConnectorRow {
+    pub name: String,
+    /// The environment variable the secret is given to the server under (its name only).
+    pub env_key: Option<String>,
+    /// The server command, as the JSON text stored.
+    pub command: Option<String>,
+    /// The environment names passed through, as the JSON text stored.
+    pub pass_env: Option<String>,
+    pub updated_at: Option<String>,
+}
+
 /// A budget as stored.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BudgetRow {
@@ -1829,6 +1842,68 @@ impl Reader {
     /// The stored budgets, ordered by seq.
     pub fn budgets(&self) -> Result<Vec<BudgetRow>, JournalError> {
         read_budgets(&self.conn).map_err(self.read_err())
+    }
+
+    /// The enrolled agents as stored (whether each is still current is the daemon's to say).
+    pub fn agents(&self) -> Result<Vec<crate::agents::Enrolment>, JournalError> {
+        read_agents(&self.conn).map_err(self.read_err())
+    }
+
+    /// Entries after `after` in chain order, at most `limit` of them (the console's cursor).
+    pub fn entries_after(&self, after: i64, limit: usize) -> Result<Vec<Entry>, JournalError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {ENTRY_COLUMNS} FROM journal WHERE chain_seq > ?1 ORDER BY chain_seq LIMIT ?2"
+            ))
+            .map_err(self.read_err())?;
+        let mut rows = stmt.query(params![after, limit]).map_err(self.read_err())?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(self.read_err())? {
+            let chain_seq: i64 = row.get(0).map_err(self.read_err())?;
+            out.push(entry_from_row(row).map_err(|message| JournalError::Malformed {
+                path: self.path.clone(),
+                chain_seq,
+                message,
+            })?);
+        }
+        Ok(out)
+    }
+
+    /// The connectors as stored (name, environment key, command, the environment names passed
+    /// on, when changed), or none when this database has no `connectors` table yet. Never a
+    /// secret: secrets live only in the OS credential store.
+    pub fn connectors(&self) -> Result<Vec<ConnectorRow>, JournalError> {
+        let exists: i64 = self
+            .conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'connectors'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(self.read_err())?;
+        if exists == 0 {
+            return Ok(Vec::new());
+        }
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT name, env_key, command, pass_env, updated_at FROM connectors ORDER BY name",
+            )
+            .map_err(self.read_err())?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(ConnectorRow {
+                    name: r.get(0)?,
+                    env_key: r.get(1)?,
+                    command: r.get(2)?,
+                    pass_env: r.get(3)?,
+                    updated_at: r.get(4)?,
+                })
+            })
+            .map_err(self.read_err())?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(self.read_err())
     }
 
     /// Walks the whole chain in chain_seq order and names every problem it finds (see
