@@ -559,7 +559,7 @@ fn entry_json(e: &Entry, p: Option<&Projection>) -> Value {
         "duration_ms": f.duration_ms,
         "anomaly": opt(&f.anomaly),
         "protocol_version": opt(&f.protocol_version),
-        "detail": opt(&f.detail),
+        "detail": f.detail.as_deref().map(projection::visible_lines),
         "why": projection::visible(&projection::why(e, call)),
         "state": call.map(|c| c.state.as_str()),
         "prev_hash": e.prev_hash,
@@ -757,7 +757,7 @@ async fn api_policy(State(shared): State<Arc<Shared>>) -> Response {
                     "source": projection::visible(&r.source),
                     "effect": r.effect,
                     "specificity": r.specificity,
-                    "text": projection::visible(&r.text),
+                    "text": projection::visible_lines(&r.text),
                     "created_at": r.created_at,
                 })
             })
@@ -793,7 +793,7 @@ async fn api_policy(State(shared): State<Arc<Shared>>) -> Response {
                     "chain_seq": e.chain_seq,
                     "occurred_at": e.occurred_at,
                     "reason": opt(&e.fields.reason),
-                    "diff": opt(&e.fields.detail),
+                    "diff": e.fields.detail.as_deref().map(projection::visible_lines),
                 })
             })
             .collect();

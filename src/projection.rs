@@ -327,13 +327,14 @@ fn state_why(c: &Call) -> String {
     };
     match c.state {
         State::Held => "held for a person".into(),
-        State::Approved => format!("approved by a person{outcome}"),
+        State::Approved => format!("approved by a person and forwarded{outcome}"),
         State::Rejected => match c.cause.as_deref().and_then(Cause::parse) {
             Some(Cause::Person) => "rejected by a person".into(),
             Some(cause) => format!("rejected: {}", cause.describe()),
             None => format!("rejected ({})", c.cause.as_deref().unwrap_or("no cause")),
         },
-        State::Allowed => format!("allowed{outcome}"),
+        State::Allowed if c.outcome.is_some() => format!("forwarded{outcome}"),
+        State::Allowed => "forwarded, no answer recorded".into(),
         other => other.as_str().into(),
     }
 }
@@ -406,6 +407,12 @@ fn approval_why(e: &Entry) -> String {
 /// as `\u{…}`), the one rendering the CLI and the console share.
 pub fn visible(s: &str) -> String {
     approval::visible(s)
+}
+
+/// Text of several lines (policy text, a diff) as a person must see it: each line through
+/// [`visible`], the line breaks kept as line breaks.
+pub fn visible_lines(s: &str) -> String {
+    s.split('\n').map(visible).collect::<Vec<_>>().join("\n")
 }
 
 #[cfg(test)]
@@ -517,6 +524,11 @@ mod tests {
     }
 
     #[test]
+    fn visible_lines_keeps_line_breaks_and_shows_every_other_hidden_character() {
+        assert_eq!(visible_lines("a\u{202e}b\nc\r\n"), "a\\u{202e}b\nc\\u{d}\n");
+    }
+
+    #[test]
     fn an_outcome_without_its_request_is_a_gap_not_a_call() {
         let p = Projection::build(&[entry(
             1,
@@ -536,7 +548,7 @@ mod tests {
         let p = Projection::build(&j);
         assert_eq!(
             why(&j[1], p.call_at(2)),
-            "seq 1 rule says allow → allowed, answered ok in 4 ms"
+            "seq 1 rule says allow → forwarded, answered ok in 4 ms"
         );
         assert_eq!(why(&j[3], p.call_at(4)), "seq 2 rule says deny");
         assert_eq!(

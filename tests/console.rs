@@ -365,7 +365,7 @@ fn the_api_with_the_token_shows_the_denied_and_the_allowed_call_as_log_does() {
         assert!(log.contains(why), "{why:?} not in\n{log}");
     }
     assert!(
-        calls[1]["why"].as_str().unwrap().contains("→ allowed, answered ok"),
+        calls[1]["why"].as_str().unwrap().contains("→ forwarded, answered ok"),
         "{}",
         calls[1]["why"]
     );
