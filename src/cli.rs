@@ -1492,10 +1492,7 @@ fn log_line(e: &Entry, calls: &crate::projection::Projection) -> String {
 
 /// The projection of every session with a call among `shown`, so each call's line can say what
 /// became of it even when later entries fall outside the filter or the limit.
-fn calls_of(
-    reader: &Reader,
-    shown: &[Entry],
-) -> Result<crate::projection::Projection, CliError> {
+fn calls_of(reader: &Reader, shown: &[Entry]) -> Result<crate::projection::Projection, CliError> {
     let mut ids: Vec<&str> = shown
         .iter()
         .filter(|e| e.kind == "call.request")

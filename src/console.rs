@@ -223,10 +223,7 @@ async fn guard(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> R
         header::REFERRER_POLICY,
         HeaderValue::from_static("no-referrer"),
     );
-    h.insert(
-        header::X_FRAME_OPTIONS,
-        HeaderValue::from_static("DENY"),
-    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     res
 }
 
@@ -412,7 +409,9 @@ fn decode(s: &str) -> Result<String, String> {
                 let hex = |j: usize| {
                     b.get(j)
                         .and_then(|&d| (d as char).to_digit(16))
-                        .ok_or_else(|| "a % in the query is not followed by two hex digits".to_string())
+                        .ok_or_else(|| {
+                            "a % in the query is not followed by two hex digits".to_string()
+                        })
                 };
                 let hi = hex(i + 1)?;
                 let lo = hex(i + 2)?;
@@ -666,7 +665,9 @@ async fn api_snapshot(State(shared): State<Arc<Shared>>) -> Response {
     let held = match ask_daemon(&shared.home, &WireRequest::ApprovalList).await {
         Ok(WireResponse::HeldCalls { calls }) => json!({"available": true, "count": calls.len()}),
         Ok(_) => json!({"available": false, "reason": "the daemon sent an unexpected answer"}),
-        Err(e) => json!({"available": false, "reason": e.say(), "running": !matches!(e, ConsoleDaemon::NotRunning)}),
+        Err(e) => {
+            json!({"available": false, "reason": e.say(), "running": !matches!(e, ConsoleDaemon::NotRunning)})
+        }
     };
     if let Some(o) = snap.as_object_mut() {
         o.insert("held".into(), held);
@@ -874,7 +875,9 @@ async fn api_held(State(shared): State<Arc<Shared>>) -> Response {
                 })
             }).collect::<Vec<_>>(),
         }),
-        Ok(_) => json!({"available": false, "reason": "the daemon sent an unexpected answer", "held": []}),
+        Ok(_) => {
+            json!({"available": false, "reason": "the daemon sent an unexpected answer", "held": []})
+        }
         Err(e) => json!({"available": false, "reason": e.say(), "held": []}),
     };
     json_response(&v)

@@ -1862,11 +1862,13 @@ impl Reader {
         let mut out = Vec::new();
         while let Some(row) = rows.next().map_err(self.read_err())? {
             let chain_seq: i64 = row.get(0).map_err(self.read_err())?;
-            out.push(entry_from_row(row).map_err(|message| JournalError::Malformed {
-                path: self.path.clone(),
-                chain_seq,
-                message,
-            })?);
+            out.push(
+                entry_from_row(row).map_err(|message| JournalError::Malformed {
+                    path: self.path.clone(),
+                    chain_seq,
+                    message,
+                })?,
+            );
         }
         Ok(out)
     }

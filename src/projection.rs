@@ -225,7 +225,9 @@ impl Projection {
                         policy_id: f.policy_id.clone(),
                         reason: f.reason.clone(),
                         state,
-                        hold: (state == State::Held).then(|| f.policy_id.clone()).flatten(),
+                        hold: (state == State::Held)
+                            .then(|| f.policy_id.clone())
+                            .flatten(),
                         cause: None,
                         approval_seq: None,
                         outcome: None,
@@ -506,7 +508,7 @@ mod tests {
                 State::Held
             ]
         );
-        assert_eq!(p.calls[0].outcome.as_ref().unwrap().ok, true);
+        assert!(p.calls[0].outcome.as_ref().unwrap().ok);
         assert_eq!(p.calls[2].cause.as_deref(), Some("timeout"));
         assert_eq!(p.calls[2].state_why, "rejected: nobody decided in time");
         assert_eq!(p.call_at(5).unwrap().seq, 3);

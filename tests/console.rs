@@ -112,7 +112,14 @@ impl Answer {
         let text = String::from_utf8_lossy(bytes).to_string();
         let (head, body) = text.split_once("\r\n\r\n").unwrap();
         let mut lines = head.split("\r\n");
-        let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+        let status = lines
+            .next()
+            .unwrap()
+            .split(' ')
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
         let headers = lines
             .map(|l| {
                 let (k, v) = l.split_once(':').unwrap();
@@ -170,7 +177,11 @@ fn a_request_naming_a_foreign_host_gets_421_even_with_the_token() {
         "127.0.0.1.nip.io",
         "0.0.0.0",
     ] {
-        let a = c.raw("GET", "/api/snapshot", &[("Host", host), ("Authorization", &auth)]);
+        let a = c.raw(
+            "GET",
+            "/api/snapshot",
+            &[("Host", host), ("Authorization", &auth)],
+        );
         assert_eq!(a.status, 421, "{host}");
         a.assert_strict_headers();
         let a = c.raw("GET", "/", &[("Host", host)]);
@@ -222,7 +233,10 @@ fn a_token_in_the_query_a_cookie_or_another_header_is_ignored_with_401() {
     let c = Console::start(&env);
     let t = c.token.clone();
     assert_eq!(c.get(&format!("/api/snapshot?token={t}")).status, 401);
-    assert_eq!(c.get(&format!("/api/snapshot?access_token={t}")).status, 401);
+    assert_eq!(
+        c.get(&format!("/api/snapshot?access_token={t}")).status,
+        401
+    );
     let cookie = format!("token={t}");
     assert_eq!(
         c.raw("GET", "/api/snapshot", &[("Cookie", &cookie)]).status,
@@ -312,7 +326,11 @@ fn an_oversized_or_malformed_query_gets_400_with_a_plain_message() {
     }
     // A request line this long is refused before any route (by the HTTP layer or by the rule).
     let a = c.api(&long_query);
-    assert!(a.status == 400 || a.status == 414 || a.status == 431, "{}", a.status);
+    assert!(
+        a.status == 400 || a.status == 414 || a.status == 431,
+        "{}",
+        a.status
+    );
 }
 
 #[test]
@@ -322,8 +340,16 @@ fn the_page_and_its_assets_load_without_the_token_and_name_no_other_origin() {
     let page = c.get("/");
     assert_eq!(page.status, 200);
     page.assert_strict_headers();
-    assert!(page.header("content-type").unwrap().starts_with("text/html"));
-    assert!(page.body.contains("<script src=\"/app.js\""), "{}", page.body);
+    assert!(
+        page.header("content-type")
+            .unwrap()
+            .starts_with("text/html")
+    );
+    assert!(
+        page.body.contains("<script src=\"/app.js\""),
+        "{}",
+        page.body
+    );
     assert!(!page.body.contains("<script>"), "no inline script");
     assert!(!page.body.contains("http://") && !page.body.contains("https://"));
     for (path, kind) in [
@@ -333,7 +359,10 @@ fn the_page_and_its_assets_load_without_the_token_and_name_no_other_origin() {
     ] {
         let a = c.get(path);
         assert_eq!(a.status, 200, "{path}");
-        assert!(a.header("content-type").unwrap().starts_with(kind), "{path}");
+        assert!(
+            a.header("content-type").unwrap().starts_with(kind),
+            "{path}"
+        );
         a.assert_strict_headers();
         assert!(!a.body.contains("https://"), "{path} names another origin");
     }
@@ -365,7 +394,10 @@ fn the_api_with_the_token_shows_the_denied_and_the_allowed_call_as_log_does() {
         assert!(log.contains(why), "{why:?} not in\n{log}");
     }
     assert!(
-        calls[1]["why"].as_str().unwrap().contains("→ forwarded, answered ok"),
+        calls[1]["why"]
+            .as_str()
+            .unwrap()
+            .contains("→ forwarded, answered ok"),
         "{}",
         calls[1]["why"]
     );
@@ -396,7 +428,12 @@ fn the_api_with_the_token_shows_the_denied_and_the_allowed_call_as_log_does() {
 
     let policy = c.json("/api/policy");
     assert_eq!(policy["rules"].as_array().unwrap().len(), 1, "{policy}");
-    assert!(policy["rules"][0]["text"].as_str().unwrap().contains("forbid"));
+    assert!(
+        policy["rules"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("forbid")
+    );
     assert_eq!(policy["history"].as_array().unwrap().len(), 1);
     assert!(policy["history"][0]["diff"].as_str().unwrap().contains("+"));
     assert_eq!(policy["connectors"].as_array().unwrap().len(), 0);
@@ -460,11 +497,19 @@ fn the_console_never_writes_the_database_and_never_starts_the_daemon() {
         let c = Console::start(&env);
         let held = c.json("/api/held");
         assert_eq!(held["available"], false);
-        assert!(held["reason"].as_str().unwrap().contains("not running"), "{held}");
+        assert!(
+            held["reason"].as_str().unwrap().contains("not running"),
+            "{held}"
+        );
         let explain = c.json("/api/explain?tool=add");
         assert_eq!(explain["available"], false);
         let policy = c.json("/api/policy");
-        assert!(policy["agents_note"].as_str().unwrap().contains("not running"));
+        assert!(
+            policy["agents_note"]
+                .as_str()
+                .unwrap()
+                .contains("not running")
+        );
         for path in ["/api/snapshot", "/api/events?after=0", "/api/policy"] {
             assert_eq!(c.api(path).status, 200, "{path}");
         }
@@ -474,7 +519,10 @@ fn the_console_never_writes_the_database_and_never_starts_the_daemon() {
     let out = env.run(&["daemon", "status"]);
     assert_eq!(out.status.code(), Some(3), "the console started a daemon");
     assert_eq!(std::fs::read(env.db()).unwrap(), before);
-    assert_eq!(std::fs::metadata(env.db()).unwrap().modified().unwrap(), mtime);
+    assert_eq!(
+        std::fs::metadata(env.db()).unwrap().modified().unwrap(),
+        mtime
+    );
 }
 
 #[test]
