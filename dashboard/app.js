@@ -55,6 +55,7 @@ function when(t) {
   const d = new Date(t);
   return isNaN(d) ? t : d.toLocaleString();
 }
+function count(n, one, many) { return n + " " + (n === 1 ? one : many); }
 function short(s, n = 8) { return s ? String(s).slice(0, n) : ""; }
 function stateLabel(s) { return s ? el("span", { class: "state state-" + s }, s) : ""; }
 
@@ -160,7 +161,11 @@ function render(focus) {
     // Keep the journal filters' focus while typing.
     const active = document.activeElement && document.activeElement.id;
     main.replaceChildren(...[nodes].flat());
-    if (active && document.getElementById(active) && !focus) document.getElementById(active).focus();
+    const again = active && !focus && document.getElementById(active);
+    if (again) {
+      again.focus();
+      if (again.tagName === "INPUT" && again.type === "search") again.setSelectionRange(again.value.length, again.value.length);
+    }
     if (focus) main.focus();
     if (view === "journal" && arg && document.getElementById("drawer").hidden) openEntry(Number(arg));
   }).catch((e) => notice(e.message));
@@ -181,23 +186,24 @@ function overview() {
     el("div", { class: "cards" },
       el("div", { class: "card" }, el("div", { class: "muted" }, "Chain check"),
         el("div", { class: "big " + chainClass }, j.chain),
-        el("div", { class: "muted" }, j.entries + " entries"),
+        el("div", { class: "muted" }, count(j.entries, "entry", "entries")),
         j.head ? el("div", { class: "mono", title: j.head }, "head " + short(j.head, 16) + "…") : null,
         j.problems.map((p) => el("div", { class: "bad" }, "entry " + p.chain_seq + ": " + p.message))),
       el("div", { class: "card" }, el("div", { class: "muted" }, "Calls"),
         el("div", { class: "big" }, String(total)),
         Object.entries(counts).map(([k, v]) => el("div", {}, stateLabel(k), " " + v))),
       el("div", { class: "card" }, el("div", { class: "muted" }, "Policy in force"),
-        el("div", { class: "big" }, s.policy.rules + " rules"),
-        el("div", {}, s.policy.budgets + " budgets"), el("a", { href: "#policy" }, "See the policy")),
+        el("div", { class: "big" }, count(s.policy.rules, "rule", "rules")),
+        el("div", {}, count(s.policy.budgets, "budget", "budgets")), el("a", { href: "#policy" }, "See the policy")),
       el("div", { class: "card" }, el("div", { class: "muted" }, "Detectable gaps"),
-        el("div", {}, g.unfinished_sessions.length + " sessions without an end"),
-        el("div", {}, g.calls_without_outcome.length + " forwarded calls without an outcome"),
-        el("div", {}, (g.entries_without_call.length + g.entries_without_session.length) +
-          " entries whose call or session start is missing"),
+        el("div", {}, count(g.unfinished_sessions.length, "session", "sessions") + " without an end"),
+        el("div", {}, count(g.calls_without_outcome.length, "forwarded call", "forwarded calls") + " without an outcome"),
+        el("div", {}, count(g.entries_without_call.length + g.entries_without_session.length, "entry", "entries") +
+          " whose call or session start is missing"),
         el("div", {}, anomalies.length ? "anomalies: " + anomalies.map(([k, v]) => k + " ×" + v).join(", ") : "no anomalies"))),
     el("h3", {}, "Decisions by hour"),
     bars(s.per_hour),
+    hourSpan(s.per_hour),
     el("h3", {}, "Newest calls"),
     callsTable(s.newest_calls),
   ];
@@ -219,6 +225,14 @@ function bars(perHour) {
       }
       return bar;
     }));
+}
+
+function hourSpan(perHour) {
+  const hours = Object.keys(perHour).slice(-48);
+  if (!hours.length) return null;
+  const first = hours[0].replace("T", " ") + ":00", last = hours[hours.length - 1].replace("T", " ") + ":00";
+  return el("p", { class: "muted" }, (first === last ? first : first + " to " + last) +
+    " UTC, one bar an hour with calls: green forwarded, red refused, amber held");
 }
 
 function callsTable(calls) {

@@ -1894,14 +1894,24 @@ impl Reader {
                 "SELECT name, env_key, command, pass_env, updated_at FROM connectors ORDER BY name",
             )
             .map_err(self.read_err())?;
+        // Whatever type a column holds, it is shown as text; a blob is never shown.
+        let text = |r: &rusqlite::Row<'_>, i: usize| -> rusqlite::Result<Option<String>> {
+            use rusqlite::types::ValueRef;
+            Ok(match r.get_ref(i)? {
+                ValueRef::Text(t) => Some(String::from_utf8_lossy(t).into_owned()),
+                ValueRef::Integer(n) => Some(n.to_string()),
+                ValueRef::Real(x) => Some(x.to_string()),
+                ValueRef::Null | ValueRef::Blob(_) => None,
+            })
+        };
         let rows = stmt
             .query_map([], |r| {
                 Ok(ConnectorRow {
-                    name: r.get(0)?,
-                    env_key: r.get(1)?,
-                    command: r.get(2)?,
-                    pass_env: r.get(3)?,
-                    updated_at: r.get(4)?,
+                    name: text(r, 0)?.unwrap_or_default(),
+                    env_key: text(r, 1)?,
+                    command: text(r, 2)?,
+                    pass_env: text(r, 3)?,
+                    updated_at: text(r, 4)?,
                 })
             })
             .map_err(self.read_err())?;

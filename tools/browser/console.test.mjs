@@ -137,6 +137,12 @@ async function main() {
   assert.equal(await page.getByRole("button", { name: /approve/i }).count(), 0, "no approve button");
   await shot("console-held.png");
 
+  // A new entry appears without reloading: one more allowed call, seen in the journal.
+  send({ jsonrpc: "2.0", id: 5, method: "tools/call", params: { name: "echo", arguments: { text: "later" } } });
+  await answer(5);
+  await page.getByRole("link", { name: "Journal" }).click();
+  await page.locator("tbody tr", { hasText: "call.request" }).filter({ hasText: "echo" }).nth(1).waitFor();
+
   // Sessions: one timeline.
   await page.getByRole("link", { name: "Sessions" }).click();
   await page.locator("tbody tr a").first().click();
