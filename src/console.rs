@@ -229,7 +229,12 @@ async fn guard(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> R
 
 /// The refusal a request gets before any route sees it, or None to let it through.
 fn check(shared: &Shared, req: &Request) -> Option<Response> {
-    if !loopback_host(req.headers()) {
+    // An absolute-form request line names a host too; it must agree.
+    let authority_ok = req
+        .uri()
+        .authority()
+        .is_none_or(|a| loopback_name(a.as_str()));
+    if !loopback_host(req.headers()) || !authority_ok {
         return Some(plain(
             StatusCode::MISDIRECTED_REQUEST,
             "the console answers only to a loopback name (127.0.0.1, localhost or [::1])",
@@ -269,6 +274,12 @@ pub fn loopback_host(headers: &HeaderMap) -> bool {
     let Ok(host) = host.to_str() else {
         return false;
     };
+    loopback_name(host)
+}
+
+/// Whether `host` (a `Host` header or a URI's authority) is `127.0.0.1`, `localhost` or
+/// `[::1]`, with or without a port.
+fn loopback_name(host: &str) -> bool {
     let name = match host.rsplit_once(':') {
         Some((name, port))
             if !name.is_empty()

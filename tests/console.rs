@@ -187,6 +187,13 @@ fn a_request_naming_a_foreign_host_gets_421_even_with_the_token() {
         let a = c.raw("GET", "/", &[("Host", host)]);
         assert_eq!(a.status, 421, "{host}");
     }
+    // An absolute-form request line naming another host is refused too.
+    let a = c.raw(
+        "GET",
+        "http://evil.example/api/snapshot",
+        &[("Authorization", &auth)],
+    );
+    assert_eq!(a.status, 421);
     for host in ["localhost", &c.addr.replace("127.0.0.1", "localhost")] {
         assert_eq!(c.raw("GET", "/", &[("Host", host)]).status, 200, "{host}");
     }
