@@ -88,6 +88,16 @@ pub enum Command {
     },
     /// Show journal entries, oldest first.
     Log(LogArgs),
+    /// Serve a read-only page on a loopback address: the journal, held calls, sessions and
+    /// policy. Deciding stays on the command line.
+    Console {
+        /// The port (0 picks a free one; the address is printed).
+        #[arg(long, default_value_t = crate::console::DEFAULT_PORT)]
+        port: u16,
+        /// The loopback address to listen on: 127.0.0.1 (the default) or ::1; nothing else.
+        #[arg(long, value_name = "ADDR")]
+        bind: Option<String>,
+    },
     /// Check the journal's hash chain.
     Verify {
         /// A head hash recorded earlier (by `holdcall status` or `verify`); catches truncation and recomputation.
@@ -421,6 +431,9 @@ pub enum CliError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     ClientConfig(#[from] crate::clientconfig::ClientConfigError),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Console(#[from] crate::console::ConsoleError),
     #[error("{0}")]
     #[diagnostic(code(holdcall::cli::refused))]
     Refused(String),
@@ -500,6 +513,9 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Reject { id, reason } => decide_cmd(id, false, reason),
         Command::Agent { action } => agent_cmd(action),
         Command::Log(args) => log_cmd(args),
+        Command::Console { port, bind } => {
+            Ok(crate::console::run(crate::console::Options { bind, port })?)
+        }
         Command::Verify { expect_head, json } => verify_cmd(expect_head, json),
         Command::Status { json } => status_cmd(json),
         Command::Init { write, undo, force } => setup::init(write, undo, force),
@@ -1670,8 +1686,9 @@ fn log_cmd(args: LogArgs) -> Result<i32, CliError> {
         "{:>5}  {:<19}  {:<14}  {:<8}  {:<12}  {:<16}  {:<11}  DETAIL",
         "#", "WHEN", "KIND", "SESSION", "CONNECTOR", "TOOL", "DECISION"
     )?;
+    let calls = calls_of(&reader, &entries)?;
     for e in &entries {
-        writeln!(out, "{}", log_line(e))?;
+        writeln!(out, "{}", log_line(e, &calls))?;
     }
     Ok(0)
 }
@@ -1696,40 +1713,14 @@ fn visible_lines(message: &str) -> String {
     message.lines().map(visible).collect::<Vec<_>>().join("\n")
 }
 
-fn log_line(e: &Entry) -> String {
+fn log_line(e: &Entry, calls: &crate::projection::Projection) -> String {
     let f = &e.fields;
     let sess = f
         .session_id
         .as_deref()
         .map(|s| s.chars().take(8).collect::<String>())
         .unwrap_or_default();
-    let detail = match e.kind.as_str() {
-        "call.request" => format!(
-            "seq {} {}",
-            f.seq.unwrap_or(0),
-            f.reason.as_deref().unwrap_or("")
-        ),
-        "call.outcome" => format!(
-            "seq {} {} in {} ms",
-            f.seq.unwrap_or(0),
-            if f.ok == Some(true) { "ok" } else { "failed" },
-            f.duration_ms.unwrap_or(0)
-        ),
-        "session.start" => format!(
-            "client {} agent {}",
-            f.client.as_deref().unwrap_or("-"),
-            f.agent.as_deref().unwrap_or("(unenrolled)")
-        ),
-        "session.end" => match (&f.protocol_version, &f.reason) {
-            (_, Some(r)) => r.clone(),
-            (Some(v), None) => format!("protocol {v}"),
-            (None, None) => String::new(),
-        },
-        "call.approval" => approval_detail(f),
-        "anomaly" => f.anomaly.clone().unwrap_or_default(),
-        "policy.change" | "budget.change" | "agent.change" => f.reason.clone().unwrap_or_default(),
-        _ => String::new(),
-    };
+    let detail = crate::projection::why(e, calls.call_at(e.chain_seq));
     format!(
         "{:>5}  {:<19}  {:<14}  {:<8}  {:<12}  {:<16}  {:<11}  {}",
         e.chain_seq,
@@ -1743,24 +1734,30 @@ fn log_line(e: &Entry) -> String {
     )
 }
 
-/// Why a held call ended as it did, in words: a person (with their reason), a timeout, the
-/// session ending, the connection dropping, or arguments nobody could be shown.
-fn approval_detail(f: &journal::Fields) -> String {
-    let cause = f.reason.as_deref().and_then(crate::approval::Cause::parse);
-    let why = match (f.decision.as_deref(), cause) {
-        (Some("approved"), Some(crate::approval::Cause::Person)) => "approved by a person".into(),
-        (_, Some(crate::approval::Cause::Person)) => match &f.detail {
-            Some(r) => format!("rejected by a person: {r}"),
-            None => "rejected by a person".into(),
-        },
-        (_, Some(c)) => format!("rejected: {}", c.describe()),
-        (_, None) => format!("cause {}", f.reason.as_deref().unwrap_or("-")),
-    };
-    format!(
-        "seq {} {why} (hold {})",
-        f.seq.unwrap_or(0),
-        f.policy_id.as_deref().unwrap_or("-")
-    )
+/// The projection of every session with a call among `shown`, so each call's line can say what
+/// became of it even when later entries fall outside the filter or the limit.
+fn calls_of(reader: &Reader, shown: &[Entry]) -> Result<crate::projection::Projection, CliError> {
+    let mut ids: Vec<&str> = shown
+        .iter()
+        .filter(|e| e.kind == "call.request")
+        .filter_map(|e| e.fields.session_id.as_deref())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut entries = Vec::new();
+    for id in ids {
+        entries.extend(
+            reader
+                .entries(&LogFilter {
+                    session: Some(id.to_string()),
+                    ..LogFilter::default()
+                })?
+                .into_iter()
+                .filter(|e| e.fields.session_id.as_deref() == Some(id)),
+        );
+    }
+    entries.sort_by_key(|e| e.chain_seq);
+    Ok(crate::projection::Projection::build(&entries))
 }
 
 fn verify_cmd(expect_head: Option<String>, json: bool) -> Result<i32, CliError> {

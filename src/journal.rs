@@ -1977,8 +1977,44 @@ impl Reader {
         read_agents(&self.conn).map_err(self.read_err())
     }
 
-    /// The registered connectors (never a secret), by name.
+    /// Entries after `after` in chain order, at most `limit` of them (the console's cursor).
+    pub fn entries_after(&self, after: i64, limit: usize) -> Result<Vec<Entry>, JournalError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {ENTRY_COLUMNS} FROM journal WHERE chain_seq > ?1 ORDER BY chain_seq LIMIT ?2"
+            ))
+            .map_err(self.read_err())?;
+        let mut rows = stmt.query(params![after, limit]).map_err(self.read_err())?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(self.read_err())? {
+            let chain_seq: i64 = row.get(0).map_err(self.read_err())?;
+            out.push(
+                entry_from_row(row).map_err(|message| JournalError::Malformed {
+                    path: self.path.clone(),
+                    chain_seq,
+                    message,
+                })?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// The registered connectors (never a secret), by name; none when this database was last
+    /// opened by a daemon from before connectors existed (it has no such table yet).
     pub fn connectors(&self) -> Result<Vec<ConnectorRow>, JournalError> {
+        let exists: i64 = self
+            .conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'connectors'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(self.read_err())?;
+        if exists == 0 {
+            return Ok(Vec::new());
+        }
         read_connectors(&self.conn, None).map_err(self.read_err())
     }
 

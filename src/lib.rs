@@ -21,6 +21,9 @@
 //! - `policytest`: `policy test` cases files, decided with the daemon's own function. No I/O.
 //! - `journal`: SQLite storage, the canonical encoding, the hash chain, verify.
 //! - `config`: the home, its private directories, the socket path, `config.toml`.
+//! - `projection`: journal entries read as calls with their state, sessions and gaps; what
+//!   `holdcall log` and the console both show. No I/O.
+//! - `console`: `holdcall console`, the read-only loopback web page (axum); it never writes.
 //! - `cli`: the commands and their output.
 //! - `clientconfig`: MCP clients' config files: reading them, routing their servers through
 //!   `holdcall serve` by span edits, backups and undo (`init`, `inventory`).
@@ -36,6 +39,7 @@ pub mod cli;
 pub mod clientconfig;
 pub mod config;
 pub mod connector;
+pub mod console;
 pub mod context;
 pub mod daemon;
 pub mod demo;
@@ -48,6 +52,7 @@ pub mod peer;
 pub mod policy;
 pub mod policyfile;
 pub mod policytest;
+pub mod projection;
 pub mod relay;
 pub mod vault;
 pub mod wire;

@@ -190,3 +190,30 @@ const _: () = assert!(
         + CONNECTOR_PASS_ENV_MAX * ENV_KEY_BYTES_MAX * 2
         < SOCKET_LINE_BYTES_MAX
 );
+
+/// Longest query string (bytes, percent-encoded) the console reads; a longer one is answered
+/// 400. The longest legitimate one is an explain form with `CONSOLE_EXPLAIN_ARGUMENTS_BYTES_MAX`
+/// of arguments, each byte encoded as up to three.
+pub const CONSOLE_QUERY_BYTES_MAX: usize = 32 * 1024;
+
+/// Largest arguments text (bytes, decoded) the console's explain form sends to the daemon. The
+/// form is for a person typing a call to try, not for replaying large payloads.
+pub const CONSOLE_EXPLAIN_ARGUMENTS_BYTES_MAX: usize = 8 * 1024;
+
+const _: () = assert!(CONSOLE_EXPLAIN_ARGUMENTS_BYTES_MAX * 3 < CONSOLE_QUERY_BYTES_MAX);
+const _: () = assert!(CONSOLE_EXPLAIN_ARGUMENTS_BYTES_MAX < ARGUMENTS_BYTES_MAX);
+
+/// Most entries one `/api/events` answer carries (the page asks again with the new cursor); also
+/// the answer when the page names no limit.
+pub const CONSOLE_EVENTS_MAX: usize = 1000;
+
+/// Newest journal entries the console reads into its projection for the overview, sessions and
+/// call states. Bounds the work of one snapshot; older calls are still in the journal view.
+pub const CONSOLE_PROJECTION_ENTRIES_MAX: usize = 100_000;
+
+/// Most sessions the overview lists (newest first).
+pub const CONSOLE_SESSIONS_MAX: usize = 200;
+
+/// How long the console waits for the daemon's answer to one read request (held calls,
+/// explain, agents). The page asks again on its next poll.
+pub const CONSOLE_DAEMON_TIMEOUT: Duration = Duration::from_secs(2);

@@ -1,0 +1,615 @@
+//! `holdcall console` through the real binary over real TCP: every HTTP rule (loopback Host,
+//! GET/HEAD only, the bearer token and nowhere else, strict headers, strict queries), the page
+//! without the token and the API with it, a loopback-only bind, and a console that never
+//! writes the database and never starts the daemon.
+
+// Test code fails loudly: an unwrap or an index here is an assertion.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+use common::*;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Stdio};
+
+/// A running `holdcall console --port 0`, killed when dropped.
+struct Console {
+    child: Child,
+    /// `127.0.0.1:PORT`
+    addr: String,
+    token: String,
+}
+
+impl Console {
+    fn start(env: &Env) -> Console {
+        let mut child = env
+            .cmd(&["console", "--port", "0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let lines = lines_of(child.stdout.take().unwrap());
+        let first = String::from_utf8(lines.recv_timeout(PATIENCE).unwrap()).unwrap();
+        let rest = first
+            .trim_end()
+            .strip_prefix("holdcall console on http://")
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"));
+        let (addr, token) = rest.split_once("/#token=").unwrap();
+        assert_eq!(token.len(), 64, "{first}");
+        assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{first}");
+        let mut said = String::new();
+        for _ in 0..3 {
+            said.push_str(&String::from_utf8(lines.recv_timeout(PATIENCE).unwrap()).unwrap());
+        }
+        assert!(said.contains("read-only"), "{said}");
+        assert!(said.contains("until this process stops"), "{said}");
+        Console {
+            child,
+            addr: addr.to_string(),
+            token: token.to_string(),
+        }
+    }
+
+    fn host(&self) -> String {
+        self.addr.clone()
+    }
+
+    /// Sends `method path` with these headers (a Host naming the console unless one is given).
+    fn raw(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> Answer {
+        let mut req = format!("{method} {path} HTTP/1.1\r\n");
+        if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+            req.push_str(&format!("Host: {}\r\n", self.host()));
+        }
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str("Connection: close\r\n\r\n");
+        let mut s = TcpStream::connect(&self.addr).unwrap();
+        s.set_read_timeout(Some(PATIENCE)).unwrap();
+        s.write_all(req.as_bytes()).unwrap();
+        let mut bytes = Vec::new();
+        s.read_to_end(&mut bytes).unwrap();
+        Answer::parse(&bytes)
+    }
+
+    fn get(&self, path: &str) -> Answer {
+        self.raw("GET", path, &[])
+    }
+
+    fn api(&self, path: &str) -> Answer {
+        let auth = format!("Bearer {}", self.token);
+        self.raw("GET", path, &[("Authorization", &auth)])
+    }
+
+    fn json(&self, path: &str) -> serde_json::Value {
+        let a = self.api(path);
+        assert_eq!(a.status, 200, "{path}: {}", a.body);
+        serde_json::from_str(&a.body).unwrap()
+    }
+}
+
+impl Drop for Console {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Answer {
+    fn parse(bytes: &[u8]) -> Answer {
+        let text = String::from_utf8_lossy(bytes).to_string();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        let mut lines = head.split("\r\n");
+        let status = lines
+            .next()
+            .unwrap()
+            .split(' ')
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        let headers = lines
+            .map(|l| {
+                let (k, v) = l.split_once(':').unwrap();
+                (k.trim().to_ascii_lowercase(), v.trim().to_string())
+            })
+            .collect();
+        Answer {
+            status,
+            headers,
+            body: body.to_string(),
+        }
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn assert_strict_headers(&self) {
+        assert_eq!(self.header("cache-control"), Some("no-store"));
+        assert_eq!(self.header("x-content-type-options"), Some("nosniff"));
+        assert_eq!(self.header("referrer-policy"), Some("no-referrer"));
+        let csp = self.header("content-security-policy").unwrap();
+        assert!(csp.contains("default-src 'none'"), "{csp}");
+        assert!(csp.contains("script-src 'self'"), "{csp}");
+        assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+        assert!(!csp.contains("unsafe-inline"), "{csp}");
+    }
+}
+
+/// A home with a journal: one rule, one denied and one allowed call, the daemon still running.
+fn home_with_calls() -> Env {
+    let env = Env::fast();
+    env.ok(&["policy", "deny", "add"]);
+    let mut r = env.relay("demo");
+    r.handshake();
+    r.send(&call("1", "add", r#"{"a":1,"b":2}"#));
+    assert!(is_refusal(&r.recv_json()));
+    r.send(&call("2", "echo", r#"{"text":"hi"}"#));
+    r.recv_json();
+    r.finish();
+    env
+}
+
+#[test]
+fn a_request_naming_a_foreign_host_gets_421_even_with_the_token() {
+    let env = home_with_calls();
+    let c = Console::start(&env);
+    let auth = format!("Bearer {}", c.token);
+    for host in [
+        "evil.example",
+        "evil.example:7717",
+        "127.0.0.1.nip.io",
+        "0.0.0.0",
+    ] {
+        let a = c.raw(
+            "GET",
+            "/api/snapshot",
+            &[("Host", host), ("Authorization", &auth)],
+        );
+        assert_eq!(a.status, 421, "{host}");
+        a.assert_strict_headers();
+        let a = c.raw("GET", "/", &[("Host", host)]);
+        assert_eq!(a.status, 421, "{host}");
+    }
+    // An absolute-form request line naming another host is refused too.
+    let a = c.raw(
+        "GET",
+        "http://evil.example/api/snapshot",
+        &[("Authorization", &auth)],
+    );
+    assert_eq!(a.status, 421);
+    for host in ["localhost", &c.addr.replace("127.0.0.1", "localhost")] {
+        assert_eq!(c.raw("GET", "/", &[("Host", host)]).status, 200, "{host}");
+    }
+}
+
+#[test]
+fn an_api_path_without_the_token_gets_401_and_says_how_to_send_it() {
+    let env = home_with_calls();
+    let c = Console::start(&env);
+    for path in [
+        "/api/snapshot",
+        "/api/events",
+        "/api/held",
+        "/api/policy",
+        "/api/explain?tool=add",
+        "/api/session?id=x",
+    ] {
+        let a = c.get(path);
+        assert_eq!(a.status, 401, "{path}");
+        assert_eq!(
+            a.header("www-authenticate"),
+            Some("Bearer realm=\"holdcall console\"")
+        );
+        a.assert_strict_headers();
+        assert!(!a.body.contains("call.request"), "{}", a.body);
+    }
+    let wrong = format!("Bearer {}", "0".repeat(64));
+    assert_eq!(
+        c.raw("GET", "/api/snapshot", &[("Authorization", &wrong)])
+            .status,
+        401
+    );
+    let lower = format!("bearer {}", c.token);
+    assert_eq!(
+        c.raw("GET", "/api/snapshot", &[("Authorization", &lower)])
+            .status,
+        401
+    );
+}
+
+#[test]
+fn a_token_in_the_query_a_cookie_or_another_header_is_ignored_with_401() {
+    let env = home_with_calls();
+    let c = Console::start(&env);
+    let t = c.token.clone();
+    assert_eq!(c.get(&format!("/api/snapshot?token={t}")).status, 401);
+    assert_eq!(
+        c.get(&format!("/api/snapshot?access_token={t}")).status,
+        401
+    );
+    let cookie = format!("token={t}");
+    assert_eq!(
+        c.raw("GET", "/api/snapshot", &[("Cookie", &cookie)]).status,
+        401
+    );
+    assert_eq!(
+        c.raw("GET", "/api/snapshot", &[("X-Token", &t)]).status,
+        401
+    );
+    let bearer = format!("Bearer {t}");
+    assert_eq!(
+        c.raw("GET", "/api/snapshot", &[("Proxy-Authorization", &bearer)])
+            .status,
+        401
+    );
+}
+
+#[test]
+fn every_method_but_get_and_head_gets_405_with_allow() {
+    let env = home_with_calls();
+    let c = Console::start(&env);
+    let auth = format!("Bearer {}", c.token);
+    for method in ["POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE"] {
+        for path in ["/", "/api/held", "/api/explain?tool=add"] {
+            let a = c.raw(
+                method,
+                path,
+                &[("Authorization", &auth), ("Content-Length", "0")],
+            );
+            assert_eq!(a.status, 405, "{method} {path}");
+            assert_eq!(a.header("allow"), Some("GET, HEAD"));
+            a.assert_strict_headers();
+        }
+    }
+    let head = c.raw("HEAD", "/", &[]);
+    assert_eq!(head.status, 200);
+    assert!(head.body.is_empty());
+}
+
+#[test]
+fn an_unknown_path_gets_404_with_the_token_and_401_without() {
+    let env = home_with_calls();
+    let c = Console::start(&env);
+    for path in ["/nope", "/api/nope", "/api/approve", "/index.html", "/api/"] {
+        let a = c.api(path);
+        assert_eq!(a.status, 404, "{path}");
+        a.assert_strict_headers();
+        assert_eq!(c.get(path).status, 401, "{path}");
+    }
+}
+
+#[test]
+fn an_oversized_or_malformed_query_gets_400_with_a_plain_message() {
+    let env = home_with_calls();
+    let c = Console::start(&env);
+    let long_tool = format!("/api/explain?tool={}", "a".repeat(300));
+    let long_query = format!("/api/events?after={}", "1".repeat(40 * 1024));
+    let long_args = format!(
+        "/api/explain?tool=add&arguments=%7B%22a%22%3A%22{}%22%7D",
+        "x".repeat(9000)
+    );
+    for path in [
+        "/api/events?after=abc",
+        "/api/events?after=-1",
+        "/api/events?after=%zz",
+        "/api/events?limit=1e3",
+        "/api/events?after=1&after=2",
+        "/api/events?nope=1",
+        "/api/explain",
+        "/api/explain?tool=%ff",
+        "/api/explain?tool=a%01b",
+        "/api/explain?tool=add&arguments=%5B1%5D",
+        "/api/explain?tool=add&arguments=nope",
+        "/api/session?id=../x",
+        "/api/session",
+        long_tool.as_str(),
+        long_args.as_str(),
+    ] {
+        let a = c.api(path);
+        assert_eq!(a.status, 400, "{path}: {}", a.body);
+        assert!(
+            a.header("content-type").unwrap().starts_with("text/plain"),
+            "{path}"
+        );
+        assert!(!a.body.trim().is_empty(), "{path}");
+        a.assert_strict_headers();
+    }
+    // A request line this long is refused before any route (by the HTTP layer or by the rule).
+    let a = c.api(&long_query);
+    assert!(
+        a.status == 400 || a.status == 414 || a.status == 431,
+        "{}",
+        a.status
+    );
+}
+
+#[test]
+fn the_page_and_its_assets_load_without_the_token_and_name_no_other_origin() {
+    let env = home_with_calls();
+    let c = Console::start(&env);
+    let page = c.get("/");
+    assert_eq!(page.status, 200);
+    page.assert_strict_headers();
+    assert!(
+        page.header("content-type")
+            .unwrap()
+            .starts_with("text/html")
+    );
+    assert!(
+        page.body.contains("<script src=\"/app.js\""),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("<script>"), "no inline script");
+    assert!(!page.body.contains("http://") && !page.body.contains("https://"));
+    for (path, kind) in [
+        ("/app.js", "text/javascript"),
+        ("/style.css", "text/css"),
+        ("/icon.svg", "image/svg+xml"),
+    ] {
+        let a = c.get(path);
+        assert_eq!(a.status, 200, "{path}");
+        assert!(
+            a.header("content-type").unwrap().starts_with(kind),
+            "{path}"
+        );
+        a.assert_strict_headers();
+        assert!(!a.body.contains("https://"), "{path} names another origin");
+    }
+    // The page holds nothing recorded: the journal is only behind the token.
+    assert!(!page.body.contains("echo"));
+}
+
+#[test]
+fn the_api_with_the_token_shows_the_denied_and_the_allowed_call_as_log_does() {
+    let env = home_with_calls();
+    let c = Console::start(&env);
+    let events = c.json("/api/events?after=0");
+    let calls: Vec<&serde_json::Value> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "call.request")
+        .collect();
+    assert_eq!(calls.len(), 2, "{events}");
+    assert_eq!(calls[0]["tool"], "add");
+    assert_eq!(calls[0]["state"], "denied");
+    assert_eq!(calls[1]["state"], "allowed");
+    assert_eq!(calls[0]["hash"].as_str().unwrap().len(), 64);
+    assert_eq!(calls[0]["prev_hash"].as_str().unwrap().len(), 64);
+    // The console and `holdcall log` say the same words about each call.
+    let log = env.ok(&["log"]);
+    for c in &calls {
+        let why = c["why"].as_str().unwrap();
+        assert!(log.contains(why), "{why:?} not in\n{log}");
+    }
+    assert!(
+        calls[1]["why"]
+            .as_str()
+            .unwrap()
+            .contains("→ forwarded, answered ok"),
+        "{}",
+        calls[1]["why"]
+    );
+
+    let after = calls[0]["chain_seq"].as_i64().unwrap();
+    let later = c.json(&format!("/api/events?after={after}&limit=1"));
+    assert_eq!(later["events"].as_array().unwrap().len(), 1);
+    assert_eq!(later["cursor"], after + 1);
+
+    let snap = c.json("/api/snapshot");
+    assert_eq!(snap["journal"]["chain"], "intact", "{snap}");
+    assert_eq!(snap["counts"]["denied"], 1);
+    assert_eq!(snap["counts"]["allowed"], 1);
+    assert_eq!(snap["sessions"][0]["state"], "ended");
+    assert_eq!(snap["held"]["available"], true, "{snap}");
+
+    let sid = snap["sessions"][0]["id"].as_str().unwrap();
+    let session = c.json(&format!("/api/session?id={sid}"));
+    let kinds: Vec<&str> = session["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"session.start"));
+    assert_eq!(kinds.last(), Some(&"session.end"));
+    assert_eq!(c.api("/api/session?id=nosuchsession").status, 404);
+
+    let policy = c.json("/api/policy");
+    assert_eq!(policy["rules"].as_array().unwrap().len(), 1, "{policy}");
+    assert!(
+        policy["rules"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("forbid")
+    );
+    assert_eq!(policy["history"].as_array().unwrap().len(), 1);
+    assert!(policy["history"][0]["diff"].as_str().unwrap().contains("+"));
+    assert_eq!(policy["connectors"].as_array().unwrap().len(), 0);
+
+    let explain = c.json("/api/explain?tool=add&connector=demo");
+    assert_eq!(explain["available"], true, "{explain}");
+    assert_eq!(explain["explanation"]["decision"]["effect"], "deny");
+    assert!(explain["explanation"]["cedar"]["forbid_decision"].is_string());
+}
+
+#[test]
+fn a_held_call_is_shown_with_its_arguments_made_visible_and_the_lines_to_decide_it() {
+    let env = Env::fast();
+    env.ok(&["policy", "ask", "echo"]);
+    let mut r = env.relay("demo");
+    r.handshake();
+    r.send(&call("1", "echo", "{\"text\":\"pay\u{202e}evil\"}"));
+    r.barrier(1);
+    let c = Console::start(&env);
+    let held = c.json("/api/held");
+    assert_eq!(held["available"], true, "{held}");
+    let h = &held["held"][0];
+    let args = h["arguments"].as_str().unwrap();
+    assert!(args.contains("pay\\u{202e}evil"), "{args}");
+    assert!(!c.api("/api/held").body.contains('\u{202e}'));
+    let id = h["id"].as_str().unwrap();
+    assert_eq!(h["approve"], format!("holdcall approve {id}"));
+    assert_eq!(h["reject"], format!("holdcall reject {id}"));
+    let snap = c.json("/api/snapshot");
+    assert_eq!(snap["held"]["count"], 1);
+    assert_eq!(snap["counts"]["held"], 1);
+    // Still held: the console decided nothing.
+    assert!(env.ok(&["approve"]).contains(id));
+    env.ok(&["reject", id]);
+    drop(r);
+}
+
+#[test]
+fn the_console_refuses_to_bind_anything_but_loopback() {
+    let env = home_with_calls();
+    for addr in ["0.0.0.0", "::", "192.168.1.10", "example.com"] {
+        let err = env.fails(&["console", "--port", "0", "--bind", addr], 1);
+        assert!(err.contains("loopback only"), "{err}");
+    }
+}
+
+#[test]
+fn the_console_without_a_journal_refuses_to_serve() {
+    let env = Env::new();
+    let err = env.fails(&["console", "--port", "0"], 1);
+    assert!(err.to_lowercase().contains("journal"), "{err}");
+}
+
+#[test]
+fn the_console_never_writes_the_database_and_never_starts_the_daemon() {
+    let env = home_with_calls();
+    env.ok(&["daemon", "stop"]);
+    let before = std::fs::read(env.db()).unwrap();
+    let mtime = std::fs::metadata(env.db()).unwrap().modified().unwrap();
+    {
+        let c = Console::start(&env);
+        let held = c.json("/api/held");
+        assert_eq!(held["available"], false);
+        assert!(
+            held["reason"].as_str().unwrap().contains("not running"),
+            "{held}"
+        );
+        let explain = c.json("/api/explain?tool=add");
+        assert_eq!(explain["available"], false);
+        let policy = c.json("/api/policy");
+        assert!(
+            policy["agents_note"]
+                .as_str()
+                .unwrap()
+                .contains("not running")
+        );
+        for path in ["/api/snapshot", "/api/events?after=0", "/api/policy"] {
+            assert_eq!(c.api(path).status, 200, "{path}");
+        }
+        let snap = c.json("/api/snapshot");
+        assert_eq!(snap["held"]["available"], false);
+    }
+    let out = env.run(&["daemon", "status"]);
+    assert_eq!(out.status.code(), Some(3), "the console started a daemon");
+    assert_eq!(std::fs::read(env.db()).unwrap(), before);
+    assert_eq!(
+        std::fs::metadata(env.db()).unwrap().modified().unwrap(),
+        mtime
+    );
+}
+
+#[test]
+fn a_connectors_secret_appears_in_no_console_response() {
+    // A real connector with a canary secret in the real Secret Service (a private one), used by
+    // a real session, then every view of the console read: the canary is in none of them.
+    let ss = SecretService::start();
+    let env = Env::fast();
+    env.attach(&ss);
+    let canary = format!("hc-canary-{}", holdcall::ids::random_hex(12).unwrap());
+    let bin = Env::bin();
+    let mut set = env
+        .cmd(&[
+            "connector",
+            "set",
+            "demo",
+            "--env",
+            "DEMO_TOKEN",
+            "--",
+            bin.to_str().unwrap(),
+            "demo-server",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    set.stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{canary}\n").as_bytes())
+        .unwrap();
+    let out = set.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    env.ok(&["policy", "deny", "add"]);
+    env.ok(&["policy", "ask", "echo"]);
+    let mut r = env.relay("demo");
+    r.handshake();
+    r.send(&call("1", "add", r#"{"a":1,"b":2}"#));
+    assert!(is_refusal(&r.recv_json()));
+    r.send(&call("2", "echo", r#"{"text":"held"}"#));
+    let session = journal_rows(&env.db())
+        .into_iter()
+        .find(|e| e["kind"] == "session.start")
+        .unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let c = Console::start(&env);
+    let policy = c.json("/api/policy");
+    let list = policy["connectors"].as_array().unwrap();
+    assert_eq!(list.len(), 1, "{policy}");
+    assert_eq!(list[0]["name"], "demo");
+    assert_eq!(list[0]["env_key"], "DEMO_TOKEN");
+    let mut bodies = vec![policy.to_string()];
+    for path in [
+        "/api/snapshot".to_string(),
+        "/api/events?after=0".to_string(),
+        "/api/held".to_string(),
+        format!("/api/session?id={session}"),
+        "/api/explain?tool=echo&connector=demo".to_string(),
+    ] {
+        let a = c.api(&path);
+        assert_eq!(a.status, 200, "{path}: {}", a.body);
+        bodies.push(a.body);
+    }
+    for path in ["/", "/app.js", "/style.css"] {
+        bodies.push(c.get(path).body);
+    }
+    assert!(
+        bodies.iter().any(|b| b.contains("DEMO_TOKEN")),
+        "the views were read"
+    );
+    for b in &bodies {
+        assert!(
+            !b.contains(&canary),
+            "a console response carries the secret"
+        );
+    }
+    drop(c);
+    r.finish();
+}
