@@ -62,7 +62,7 @@ impl BudgetScope {
     /// "tool delete_file" or "every tool".
     pub fn what(&self) -> String {
         match &self.tool {
-            Some(t) => format!("tool {}", shown(t)),
+            Some(t) => format!("tool {}", crate::policy::display_name(t)),
             None => "every tool".to_string(),
         }
     }
@@ -70,11 +70,11 @@ impl BudgetScope {
     /// "tool echo for every agent on connector fs".
     pub fn describe(&self) -> String {
         let agent = match &self.agent {
-            Some(a) => format!("agent {}", shown(a)),
+            Some(a) => format!("agent {}", crate::policy::display_name(a)),
             None => "every agent".to_string(),
         };
         let connector = match &self.connector {
-            Some(c) => format!("connector {}", shown(c)),
+            Some(c) => format!("connector {}", crate::policy::display_name(c)),
             None => "every connector".to_string(),
         };
         format!("{} for {agent} on {connector}", self.what())
@@ -103,20 +103,6 @@ impl Budget {
                 .split_once(" for ")
                 .map_or(String::new(), |(_, rest)| format!("for {rest}"))
         )
-    }
-}
-
-/// Plain names as they are, anything else quoted and escaped, so a name cannot forge text in a
-/// reason or a log line.
-fn shown(name: &str) -> String {
-    let plain = !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/' | ':'));
-    if plain {
-        name.to_string()
-    } else {
-        format!("{name:?}")
     }
 }
 

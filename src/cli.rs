@@ -483,7 +483,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
             Config::load(&home)?;
             // The relay runs on one thread: the thread that starts the server must outlive it,
             // because the server's parent-death signal follows that thread.
-            let rt = current_thread()?;
+            let rt = wire::current_thread()?;
             let code = rt.block_on(relay::serve(
                 home,
                 ServeOptions {
@@ -553,7 +553,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
 fn bench_decisions(opts: crate::bench::BenchOptions, json: bool) -> Result<i32, CliError> {
     let (home, _) = home_and_config()?;
     // One thread, as a relay runs: every relay's connection shares it.
-    let rt = current_thread()?;
+    let rt = wire::current_thread()?;
     let r = rt.block_on(crate::bench::run(home, opts))?;
     let mut out = std::io::stdout().lock();
     if json {
@@ -585,12 +585,6 @@ pub fn version_line() -> String {
     )
 }
 
-pub(crate) fn current_thread() -> Result<tokio::runtime::Runtime, CliError> {
-    Ok(tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?)
-}
-
 pub(crate) fn home_and_config() -> Result<(Home, Config), CliError> {
     let home = Home::from_env()?;
     let config = Config::load(&home)?;
@@ -605,7 +599,7 @@ pub(crate) fn ask_daemon(req: Request) -> Result<Response, CliError> {
 
 fn ask_daemon_within(req: Request, timeout: Duration) -> Result<Response, CliError> {
     let (home, _) = home_and_config()?;
-    let rt = current_thread()?;
+    let rt = wire::current_thread()?;
     rt.block_on(async {
         let mut conn = wire::connect_or_start(&home).await?;
         match conn.call(&req, timeout).await? {
@@ -691,7 +685,7 @@ fn connector_set(
     connector::validate(&req)?;
 
     let (home, _) = home_and_config()?;
-    let rt = current_thread()?;
+    let rt = wire::current_thread()?;
     let mut conn = rt
         .block_on(wire::connect_or_start(&home))
         .map_err(|e| match e {
@@ -880,7 +874,7 @@ fn agent_cmd(action: AgentCmd) -> Result<i32, CliError> {
 /// moment it is held, and an idle watch costs nothing), until interrupted.
 fn approve_list(watch: bool, json: bool) -> Result<i32, CliError> {
     let (home, _) = home_and_config()?;
-    let rt = current_thread()?;
+    let rt = wire::current_thread()?;
     rt.block_on(async {
         let mut conn = wire::connect_or_start(&home).await?;
         let req = if watch {
@@ -1504,7 +1498,7 @@ fn daemon_cmd(action: DaemonCmd) -> Result<i32, CliError> {
             }
         }
         DaemonCmd::Start => {
-            let rt = current_thread()?;
+            let rt = wire::current_thread()?;
             rt.block_on(async {
                 match wire::probe(&home).await {
                     Probe::Ours(_) => {
@@ -1526,11 +1520,11 @@ fn daemon_cmd(action: DaemonCmd) -> Result<i32, CliError> {
             })
         }
         DaemonCmd::Stop => {
-            let rt = current_thread()?;
+            let rt = wire::current_thread()?;
             rt.block_on(stop_daemon(&home))
         }
         DaemonCmd::Restart => {
-            let rt = current_thread()?;
+            let rt = wire::current_thread()?;
             rt.block_on(async {
                 stop_daemon(&home).await?;
                 wire::connect_or_start(&home).await?;
@@ -1542,7 +1536,7 @@ fn daemon_cmd(action: DaemonCmd) -> Result<i32, CliError> {
             })
         }
         DaemonCmd::Status => {
-            let rt = current_thread()?;
+            let rt = wire::current_thread()?;
             rt.block_on(async {
                 let (line, code) = daemon_line(&home).await;
                 println!("{line}");
@@ -1806,7 +1800,7 @@ fn verify_cmd(expect_head: Option<String>, json: bool) -> Result<i32, CliError> 
 fn status_cmd(json: bool) -> Result<i32, CliError> {
     let home = Home::from_env()?;
     let config = Config::load(&home);
-    let rt = current_thread()?;
+    let rt = wire::current_thread()?;
     let (daemon, _) = rt.block_on(daemon_line(&home));
     let reader = Reader::open(&home.db_path());
     let (journal_line, head, policies) = match &reader {

@@ -22,6 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 
+use crate::approval::visible;
 use crate::config::Home;
 use crate::journal::{Entry, LogFilter, Reader};
 use crate::limits;
@@ -119,10 +120,7 @@ pub fn run(opts: Options) -> Result<i32, ConsoleError> {
         .ok()
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(ConsoleError::Serve)?;
+    let rt = crate::wire::current_thread().map_err(ConsoleError::Serve)?;
     rt.block_on(async move {
         let addr = SocketAddr::new(ip, opts.port);
         let listener =
@@ -391,10 +389,7 @@ pub fn parse_query(
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
         let name = decode(name)?;
         if !allowed.contains(&name.as_str()) {
-            return Err(format!(
-                "unknown query parameter {:?}",
-                projection::visible(&name)
-            ));
+            return Err(format!("unknown query parameter {:?}", visible(&name)));
         }
         let value = decode(value)?;
         if value
@@ -541,7 +536,7 @@ async fn read<T: Send + 'static>(
 
 fn opt(s: &Option<String>) -> Value {
     match s {
-        Some(s) => Value::String(projection::visible(s)),
+        Some(s) => Value::String(visible(s)),
         None => Value::Null,
     }
 }
@@ -570,7 +565,7 @@ fn entry_json(e: &Entry, p: Option<&Projection>) -> Value {
         "anomaly": opt(&f.anomaly),
         "protocol_version": opt(&f.protocol_version),
         "detail": f.detail.as_deref().map(projection::visible_lines),
-        "why": projection::visible(&projection::why(e, call)),
+        "why": visible(&projection::why(e, call)),
         "state": call.map(|c| c.state.as_str()),
         "prev_hash": e.prev_hash,
         "hash": e.hash,
@@ -581,16 +576,16 @@ fn call_json(c: &projection::Call) -> Value {
     json!({
         "chain_seq": c.chain_seq,
         "occurred_at": c.occurred_at,
-        "session_id": projection::visible(&c.session_id),
+        "session_id": visible(&c.session_id),
         "seq": c.seq,
         "connector": opt(&c.connector),
         "tool": opt(&c.tool),
         "agent": opt(&c.agent),
-        "decision": projection::visible(&c.decision),
+        "decision": visible(&c.decision),
         "policy_id": opt(&c.policy_id),
         "reason": opt(&c.reason),
         "state": c.state.as_str(),
-        "state_why": projection::visible(&c.state_why),
+        "state_why": visible(&c.state_why),
         "hold": opt(&c.hold),
         "cause": opt(&c.cause),
         "outcome": c.outcome,
@@ -599,7 +594,7 @@ fn call_json(c: &projection::Call) -> Value {
 
 fn session_json(s: &projection::Session) -> Value {
     json!({
-        "id": projection::visible(&s.id),
+        "id": visible(&s.id),
         "chain_seq": s.chain_seq,
         "state": s.state,
         "started_at": s.started_at,
@@ -659,8 +654,8 @@ async fn api_snapshot(State(shared): State<Arc<Shared>>) -> Response {
             "newest_calls": newest_calls,
             "sessions": sessions,
             "gaps": {
-                "unfinished_sessions": gaps.unfinished_sessions.iter().map(|s| projection::visible(s)).collect::<Vec<_>>(),
-                "calls_without_outcome": gaps.calls_without_outcome.iter().map(|(s, seq, at)| json!({"session_id": projection::visible(s), "seq": seq, "chain_seq": at})).collect::<Vec<_>>(),
+                "unfinished_sessions": gaps.unfinished_sessions.iter().map(|s| visible(s)).collect::<Vec<_>>(),
+                "calls_without_outcome": gaps.calls_without_outcome.iter().map(|(s, seq, at)| json!({"session_id": visible(s), "seq": seq, "chain_seq": at})).collect::<Vec<_>>(),
                 "entries_without_call": gaps.entries_without_call,
                 "entries_without_session": gaps.entries_without_session,
                 "anomalies": gaps.anomalies,
@@ -764,9 +759,9 @@ async fn api_policy(State(shared): State<Arc<Shared>>) -> Response {
             .iter()
             .map(|r| {
                 json!({
-                    "id": projection::visible(&r.id),
+                    "id": visible(&r.id),
                     "seq": r.seq,
-                    "source": projection::visible(&r.source),
+                    "source": visible(&r.source),
                     "effect": r.effect,
                     "specificity": r.specificity,
                     "text": projection::visible_lines(&r.text),
@@ -785,11 +780,11 @@ async fn api_policy(State(shared): State<Arc<Shared>>) -> Response {
             .iter()
             .map(|c| {
                 json!({
-                    "name": projection::visible(&c.name),
-                    "env_key": projection::visible(&c.env_key),
-                    "command": projection::visible(&c.command.join(" ")),
-                    "pass_env": projection::visible(&c.pass_env.join(" ")),
-                    "updated_at": projection::visible(&c.updated_at),
+                    "name": visible(&c.name),
+                    "env_key": visible(&c.env_key),
+                    "command": visible(&c.command.join(" ")),
+                    "pass_env": visible(&c.pass_env.join(" ")),
+                    "updated_at": visible(&c.updated_at),
                 })
             })
             .collect();
@@ -823,10 +818,10 @@ async fn api_policy(State(shared): State<Arc<Shared>>) -> Response {
                 .iter()
                 .map(|a| {
                     json!({
-                        "name": projection::visible(&a.name),
-                        "path": projection::visible(&a.path),
+                        "name": visible(&a.name),
+                        "path": visible(&a.path),
                         "state": a.state,
-                        "stale_because": a.stale_because.as_deref().map(projection::visible),
+                        "stale_because": a.stale_because.as_deref().map(visible),
                         "enrolled_at": a.enrolled_at,
                     })
                 })
@@ -838,8 +833,8 @@ async fn api_policy(State(shared): State<Arc<Shared>>) -> Response {
                 .iter()
                 .map(|(name, path, at)| {
                     json!({
-                        "name": projection::visible(name),
-                        "path": projection::visible(path),
+                        "name": visible(name),
+                        "path": visible(path),
                         "state": "unknown",
                         "enrolled_at": at,
                     })
@@ -868,21 +863,21 @@ async fn api_held(State(shared): State<Arc<Shared>>) -> Response {
             "held": calls.iter().map(|c| {
                 let args = c.arguments.as_deref().unwrap_or("");
                 json!({
-                    "id": projection::visible(&c.id),
-                    "session_id": projection::visible(&c.session_id),
+                    "id": visible(&c.id),
+                    "session_id": visible(&c.session_id),
                     "seq": c.seq,
                     "agent": opt(&c.agent),
-                    "connector": projection::visible(&c.connector),
-                    "tool": projection::visible(&c.tool),
+                    "connector": visible(&c.connector),
+                    "tool": visible(&c.tool),
                     "args_digest": c.args_digest,
-                    "arguments": c.arguments.as_ref().map(|_| projection::visible(args)),
+                    "arguments": c.arguments.as_ref().map(|_| visible(args)),
                     "non_ascii": crate::approval::non_ascii_note(args),
                     "policy_id": opt(&c.policy_id),
-                    "reason": projection::visible(&c.reason),
+                    "reason": visible(&c.reason),
                     "age_ms": c.age_ms,
                     "left_ms": c.left_ms,
-                    "approve": format!("holdcall approve {}", projection::visible(&c.id)),
-                    "reject": format!("holdcall reject {}", projection::visible(&c.id)),
+                    "approve": format!("holdcall approve {}", visible(&c.id)),
+                    "reject": format!("holdcall reject {}", visible(&c.id)),
                 })
             }).collect::<Vec<_>>(),
         }),

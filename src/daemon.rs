@@ -2002,20 +2002,30 @@ async fn apply_change(
             if let Ok(mut p) = state.policy.write() {
                 *p = Arc::new(new_set);
             }
-            Next::Reply(Response::PolicyChanged {
-                message: format!(
-                    "{summary} (recorded in the journal as entry {})",
-                    entry.chain_seq
-                ),
-                changed: true,
-                chain_seq: Some(entry.chain_seq),
-            })
+            policy_changed(&summary, &entry)
         }
-        Ok(Err(e)) => error(format!(
-            "the change could not be recorded, so it was not made: {e}"
-        )),
+        Ok(Err(e)) => not_recorded(e),
         Err(e) => error(e.to_string()),
     }
+}
+
+/// The reply to a policy or budget change once its entry is committed.
+fn policy_changed(summary: &str, entry: &Entry) -> Next {
+    Next::Reply(Response::PolicyChanged {
+        message: format!(
+            "{summary} (recorded in the journal as entry {})",
+            entry.chain_seq
+        ),
+        changed: true,
+        chain_seq: Some(entry.chain_seq),
+    })
+}
+
+/// The reply to a policy or budget change its journal entry could not record (nothing changed).
+fn not_recorded(e: impl std::fmt::Display) -> Next {
+    error(format!(
+        "the change could not be recorded, so it was not made: {e}"
+    ))
 }
 
 fn budget_scope_check(scope: &BudgetScope) -> Result<(), String> {
@@ -2100,19 +2110,12 @@ async fn change_budget(state: &State, change: BudgetChange) -> Next {
             if let Ok(mut b) = state.budgets.write() {
                 *b = Arc::new(rows);
             }
-            Next::Reply(Response::PolicyChanged {
-                message: format!(
-                    "{} (recorded in the journal as entry {})",
-                    entry.fields.reason.as_deref().unwrap_or("budget changed"),
-                    entry.chain_seq
-                ),
-                changed: true,
-                chain_seq: Some(entry.chain_seq),
-            })
+            policy_changed(
+                entry.fields.reason.as_deref().unwrap_or("budget changed"),
+                &entry,
+            )
         }
-        Ok(Err(e)) => error(format!(
-            "the change could not be recorded, so it was not made: {e}"
-        )),
+        Ok(Err(e)) => not_recorded(e),
         Err(e) => error(e.to_string()),
     }
 }

@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::approval::visible;
-use crate::clientconfig::inspect::printable;
 use crate::clientconfig::{self, EntryState, FileState, Places, backup::Backups};
 use crate::config::{Config, Home};
 use crate::journal::{ChainState, Reader};
@@ -190,10 +189,7 @@ pub fn daemon(ctx: &Ctx) -> Vec<Check> {
     let Ok(home) = &ctx.home else {
         return Vec::new();
     };
-    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    else {
+    let Ok(rt) = wire::current_thread() else {
         return vec![check(
             name,
             Status::Fail,
@@ -321,30 +317,43 @@ pub fn journal(ctx: &Ctx) -> Vec<Check> {
     vec![line]
 }
 
+/// What `read` takes from the journal, or the one line to show instead: `none` (OK) when there
+/// is no journal yet, the error (FAIL) when it cannot be read.
+fn stored<T>(
+    home: &Home,
+    name: &str,
+    none: &str,
+    read: impl FnOnce(&Reader) -> Result<T, crate::journal::JournalError>,
+) -> Result<T, Check> {
+    if !home.db_path().exists() {
+        return Err(check(name, Status::Ok, none.into(), None));
+    }
+    Reader::open(&home.db_path())
+        .and_then(|r| read(&r))
+        .map_err(|e| {
+            check(
+                name,
+                Status::Fail,
+                e.to_string(),
+                Some("run `holdcall verify`"),
+            )
+        })
+}
+
 /// The stored policy compiles; how many rules.
 pub fn policy(ctx: &Ctx) -> Vec<Check> {
     let name = "policy";
     let Ok(home) = &ctx.home else {
         return Vec::new();
     };
-    if !home.db_path().exists() {
-        return vec![check(
-            name,
-            Status::Ok,
-            "no rules yet: every call is allowed".into(),
-            None,
-        )];
-    }
-    let rows = match Reader::open(&home.db_path()).and_then(|r| r.policies()) {
+    let rows = match stored(
+        home,
+        name,
+        "no rules yet: every call is allowed",
+        Reader::policies,
+    ) {
         Ok(r) => r,
-        Err(e) => {
-            return vec![check(
-                name,
-                Status::Fail,
-                e.to_string(),
-                Some("run `holdcall verify`"),
-            )];
-        }
+        Err(line) => return vec![line],
     };
     let stored: Vec<crate::policy::StoredPolicy> = rows
         .iter()
@@ -399,10 +408,7 @@ pub fn credential_store(ctx: &Ctx) -> Vec<Check> {
             status_if_needed
         }
     };
-    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    else {
+    let Ok(rt) = wire::current_thread() else {
         return Vec::new();
     };
     let line = rt.block_on(async {
@@ -506,6 +512,9 @@ pub fn connectors(ctx: &Ctx) -> Vec<Check> {
         .collect()
 }
 
+/// What `enrolments` says while no agent is enrolled (or there is no journal yet).
+const NO_AGENTS: &str = "no agents enrolled: every session is bound only by rules naming no agent";
+
 /// Each enrolled agent: current, or STALE (the file changed since enrolment, so it matches no
 /// process until it is enrolled again).
 pub fn enrolments(ctx: &Ctx) -> Vec<Check> {
@@ -513,32 +522,12 @@ pub fn enrolments(ctx: &Ctx) -> Vec<Check> {
     let Ok(home) = &ctx.home else {
         return Vec::new();
     };
-    if !home.db_path().exists() {
-        return vec![check(
-            name,
-            Status::Ok,
-            "no agents enrolled: every session is bound only by rules naming no agent".into(),
-            None,
-        )];
-    }
-    let agents = match Reader::open(&home.db_path()).and_then(|r| r.agents()) {
+    let agents = match stored(home, name, NO_AGENTS, Reader::agents) {
         Ok(a) => a,
-        Err(e) => {
-            return vec![check(
-                name,
-                Status::Fail,
-                e.to_string(),
-                Some("run `holdcall verify`"),
-            )];
-        }
+        Err(line) => return vec![line],
     };
     if agents.is_empty() {
-        return vec![check(
-            name,
-            Status::Ok,
-            "no agents enrolled: every session is bound only by rules naming no agent".into(),
-            None,
-        )];
+        return vec![check(name, Status::Ok, NO_AGENTS.into(), None)];
     }
     agents
         .iter()
@@ -608,7 +597,7 @@ pub fn clients(ctx: &Ctx) -> Vec<Check> {
 
 fn names(v: &[&clientconfig::Entry]) -> String {
     v.iter()
-        .map(|e| printable(&e.name))
+        .map(|e| visible(&e.name))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -690,7 +679,7 @@ fn client_lines(
     if !foreign.is_empty() {
         let each: Vec<String> = foreign
             .iter()
-            .map(|e| format!("{}: {}", printable(&e.name), reason(e)))
+            .map(|e| format!("{}: {}", visible(&e.name), reason(e)))
             .collect();
         out.push(check(
             name,

@@ -1300,6 +1300,13 @@ impl Journal {
         &self.path
     }
 
+    fn read_err(&self) -> impl Fn(rusqlite::Error) -> JournalError + '_ {
+        |source| JournalError::Read {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
     /// The settings SQLite confirmed, for the `daemon.start` entry.
     pub fn pragmas(&self) -> &Pragmas {
         &self.pragmas
@@ -1337,17 +1344,27 @@ impl Journal {
 
     /// Appends one entry in its own IMMEDIATE transaction. Returns only after the commit.
     pub fn append(&mut self, kind: Kind, fields: Fields) -> Result<Entry, JournalError> {
+        self.edit_and_append(|_| Ok(()), kind, fields)
+    }
+
+    /// Runs `edit` (table changes, or nothing) and appends one `kind` entry in ONE transaction,
+    /// returning that entry once committed.
+    fn edit_and_append(
+        &mut self,
+        edit: impl FnOnce(&Transaction<'_>) -> Result<(), JournalError>,
+        kind: Kind,
+        fields: Fields,
+    ) -> Result<Entry, JournalError> {
         let result = write_transaction(
             &mut self.conn,
             &self.path,
             &self.genesis,
-            |_| Ok(()),
+            edit,
             vec![(kind, fields)],
         );
-        let path = self.path.clone();
         self.settle(result, |entries| entries.into_iter().next())?
             .ok_or(JournalError::Write {
-                path,
+                path: self.path.clone(),
                 source: rusqlite::Error::QueryReturnedNoRows,
             })
     }
@@ -1364,18 +1381,12 @@ impl Journal {
 
     /// The stored policies, ordered by seq.
     pub fn policies(&self) -> Result<Vec<PolicyRow>, JournalError> {
-        read_policies(&self.conn).map_err(|source| JournalError::Read {
-            path: self.path.clone(),
-            source,
-        })
+        read_policies(&self.conn).map_err(self.read_err())
     }
 
     /// The seq the next inserted policy will get: AUTOINCREMENT never reuses a removed seq.
     pub fn next_policy_seq(&self) -> Result<i64, JournalError> {
-        read_next_policy_seq(&self.conn).map_err(|source| JournalError::Read {
-            path: self.path.clone(),
-            source,
-        })
+        read_next_policy_seq(&self.conn).map_err(self.read_err())
     }
 
     /// Adds and removes policies and appends the policy.change entry in ONE transaction: if any
@@ -1438,26 +1449,12 @@ impl Journal {
             }
             Ok(())
         };
-        let result = write_transaction(
-            &mut self.conn,
-            &self.path,
-            &self.genesis,
-            edit,
-            vec![(Kind::PolicyChange, fields)],
-        );
-        self.settle(result, |entries| entries.into_iter().next())?
-            .ok_or(JournalError::Write {
-                path: self.path.clone(),
-                source: rusqlite::Error::QueryReturnedNoRows,
-            })
+        self.edit_and_append(edit, Kind::PolicyChange, fields)
     }
 
     /// The enrolled agents, ordered by name.
     pub fn agents(&self) -> Result<Vec<crate::agents::Enrolment>, JournalError> {
-        read_agents(&self.conn).map_err(|source| JournalError::Read {
-            path: self.path.clone(),
-            source,
-        })
+        read_agents(&self.conn).map_err(self.read_err())
     }
 
     /// Enrols, replaces or removes an agent and appends the `agent.change` entry in ONE
@@ -1523,36 +1520,19 @@ impl Journal {
             }
             Ok(())
         };
-        let result = write_transaction(
-            &mut self.conn,
-            &self.path,
-            &self.genesis,
-            edit,
-            vec![(Kind::AgentChange, fields)],
-        );
-        self.settle(result, |entries| entries.into_iter().next())?
-            .ok_or(JournalError::Write {
-                path: self.path.clone(),
-                source: rusqlite::Error::QueryReturnedNoRows,
-            })
+        self.edit_and_append(edit, Kind::AgentChange, fields)
     }
 
     /// The registered connectors (never a secret: those live in the OS store), by name.
     pub fn connectors(&self) -> Result<Vec<ConnectorRow>, JournalError> {
-        read_connectors(&self.conn, None).map_err(|source| JournalError::Read {
-            path: self.path.clone(),
-            source,
-        })
+        read_connectors(&self.conn, None).map_err(self.read_err())
     }
 
     /// One registered connector, if any.
     pub fn connector(&self, name: &str) -> Result<Option<ConnectorRow>, JournalError> {
         read_connectors(&self.conn, Some(name))
             .map(|rows| rows.into_iter().next())
-            .map_err(|source| JournalError::Read {
-                path: self.path.clone(),
-                source,
-            })
+            .map_err(self.read_err())
     }
 
     /// Registers (or replaces) a connector, or removes one, and appends the `connector.change`
@@ -1607,27 +1587,12 @@ impl Journal {
             }
             Ok(())
         };
-        let result = write_transaction(
-            &mut self.conn,
-            &self.path,
-            &self.genesis,
-            edit,
-            vec![(Kind::ConnectorChange, fields)],
-        );
-        self.settle(result, |entries| entries.into_iter().next())?
-            .ok_or(JournalError::Write {
-                path: self.path.clone(),
-                source: rusqlite::Error::QueryReturnedNoRows,
-            })
+        self.edit_and_append(edit, Kind::ConnectorChange, fields)
     }
 
-    /// (chain_seq, hash) of the last entry, as of the last write or open.
     /// The stored budgets, ordered by seq.
     pub fn budgets(&self) -> Result<Vec<BudgetRow>, JournalError> {
-        read_budgets(&self.conn).map_err(|source| JournalError::Read {
-            path: self.path.clone(),
-            source,
-        })
+        read_budgets(&self.conn).map_err(self.read_err())
     }
 
     /// Sets or removes one budget and appends its `budget.change` entry in ONE transaction; the
@@ -1730,25 +1695,20 @@ impl Journal {
         }
     }
 
+    /// (chain_seq, hash) of the last entry, as of the last write or open.
     pub fn head(&self) -> Option<(i64, String)> {
         self.head.clone()
     }
 
     /// Whether a `session.start` with this id exists.
     pub fn session_started(&self, session_id: &str) -> Result<bool, JournalError> {
-        read_session_started(&self.conn, session_id).map_err(|source| JournalError::Read {
-            path: self.path.clone(),
-            source,
-        })
+        read_session_started(&self.conn, session_id).map_err(self.read_err())
     }
 
     /// Session ids with a `session.start` but no `session.end`, oldest start first. The daemon
     /// closes them at startup.
     pub fn open_sessions(&self) -> Result<Vec<String>, JournalError> {
-        read_open_sessions(&self.conn).map_err(|source| JournalError::Read {
-            path: self.path.clone(),
-            source,
-        })
+        read_open_sessions(&self.conn).map_err(self.read_err())
     }
 }
 
@@ -1914,6 +1874,21 @@ impl Reader {
         }
     }
 
+    /// Decodes journal rows in the order given; a row that does not decode is named by chain_seq.
+    fn collect_entries(&self, mut rows: rusqlite::Rows<'_>) -> Result<Vec<Entry>, JournalError> {
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(self.read_err())? {
+            let chain_seq: i64 = row.get(0).map_err(self.read_err())?;
+            let entry = entry_from_row(row).map_err(|message| JournalError::Malformed {
+                path: self.path.clone(),
+                chain_seq,
+                message,
+            })?;
+            out.push(entry);
+        }
+        Ok(out)
+    }
+
     /// Matching entries in chain order, newest LAST; `limit` keeps the newest N.
     pub fn entries(&self, filter: &LogFilter) -> Result<Vec<Entry>, JournalError> {
         // SQLite reads a negative LIMIT as "no limit".
@@ -1932,7 +1907,7 @@ impl Reader {
                  LIMIT ?5"
             ))
             .map_err(self.read_err())?;
-        let mut rows = stmt
+        let rows = stmt
             .query(params![
                 filter.session,
                 filter.tool,
@@ -1941,16 +1916,7 @@ impl Reader {
                 limit
             ])
             .map_err(self.read_err())?;
-        let mut out = Vec::new();
-        while let Some(row) = rows.next().map_err(self.read_err())? {
-            let chain_seq: i64 = row.get(0).map_err(self.read_err())?;
-            let entry = entry_from_row(row).map_err(|message| JournalError::Malformed {
-                path: self.path.clone(),
-                chain_seq,
-                message,
-            })?;
-            out.push(entry);
-        }
+        let mut out = self.collect_entries(rows)?;
         out.reverse();
         Ok(out)
     }
@@ -1986,19 +1952,8 @@ impl Reader {
                 "SELECT {ENTRY_COLUMNS} FROM journal WHERE chain_seq > ?1 ORDER BY chain_seq LIMIT ?2"
             ))
             .map_err(self.read_err())?;
-        let mut rows = stmt.query(params![after, limit]).map_err(self.read_err())?;
-        let mut out = Vec::new();
-        while let Some(row) = rows.next().map_err(self.read_err())? {
-            let chain_seq: i64 = row.get(0).map_err(self.read_err())?;
-            out.push(
-                entry_from_row(row).map_err(|message| JournalError::Malformed {
-                    path: self.path.clone(),
-                    chain_seq,
-                    message,
-                })?,
-            );
-        }
-        Ok(out)
+        let rows = stmt.query(params![after, limit]).map_err(self.read_err())?;
+        self.collect_entries(rows)
     }
 
     /// The registered connectors (never a secret), by name; none when this database was last

@@ -124,8 +124,9 @@ impl Scope {
     }
 }
 
-/// Shows plain names as they are and anything else as an escaped, quoted string.
-fn display_name(name: &str) -> String {
+/// Shows plain names as they are and anything else as an escaped, quoted string, so a name
+/// cannot forge text in a reason or a log line (policy scopes and budgets both use it).
+pub(crate) fn display_name(name: &str) -> String {
     let plain = !name.is_empty()
         && name
             .chars()

@@ -405,16 +405,14 @@ fn approval_why(e: &Entry) -> String {
     )
 }
 
-/// Text as a person must see it: `approval::visible` (controls, bidi and invisible characters
-/// as `\u{…}`), the one rendering the CLI and the console share.
-pub fn visible(s: &str) -> String {
-    approval::visible(s)
-}
-
 /// Text of several lines (policy text, a diff) as a person must see it: each line through
-/// [`visible`], the line breaks kept as line breaks.
+/// [`approval::visible`] (the one rendering the CLI and the console share), the line breaks kept
+/// as line breaks.
 pub fn visible_lines(s: &str) -> String {
-    s.split('\n').map(visible).collect::<Vec<_>>().join("\n")
+    s.split('\n')
+        .map(approval::visible)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[cfg(test)]

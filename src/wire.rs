@@ -621,6 +621,14 @@ pub async fn connect_or_start(home: &Home) -> Result<Conn, WireError> {
     result
 }
 
+/// The runtime a one-shot command runs its async work on (a daemon call, a probe, the console's
+/// server): one thread, I/O and timers on.
+pub fn current_thread() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}
+
 /// True when no daemon of `home` holds its lock: none is running, not even one still stopping.
 pub fn daemon_lock_free(home: &Home) -> bool {
     let Ok(file) = std::fs::OpenOptions::new()

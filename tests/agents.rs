@@ -40,6 +40,16 @@ fn listed(env: &Env) -> Vec<serde_json::Value> {
     serde_json::from_str(&env.ok(&["agent", "list", "--json"])).unwrap()
 }
 
+/// Agent `a` (the program `agent-a`) enrolled, and a policy under which only `a` may call `echo`.
+fn only_a_may_echo() -> (Env, PathBuf) {
+    let env = Env::fast();
+    let a = program(&env, "agent-a");
+    add(&env, "a", &a);
+    env.ok(&["policy", "default", "deny"]);
+    env.ok(&["policy", "allow", "echo", "--agent", "a"]);
+    (env, a)
+}
+
 #[test]
 fn two_enrolled_agents_calling_the_same_connector_get_different_decisions() {
     let env = Env::fast();
@@ -82,11 +92,7 @@ fn two_enrolled_agents_calling_the_same_connector_get_different_decisions() {
 
 #[test]
 fn the_allow_list_pattern_admits_the_enrolled_agent_and_refuses_an_unenrolled_session() {
-    let env = Env::fast();
-    let a = program(&env, "agent-a");
-    add(&env, "a", &a);
-    env.ok(&["policy", "default", "deny"]);
-    env.ok(&["policy", "allow", "echo", "--agent", "a"]);
+    let (env, a) = only_a_may_echo();
 
     let mut ra = env.relay_under(&a, "demo");
     ra.handshake();
@@ -136,11 +142,7 @@ fn an_unenrolled_session_is_bound_only_by_rules_naming_no_agent() {
 
 #[test]
 fn a_file_changed_after_enrolment_is_stale_and_no_longer_matches() {
-    let env = Env::fast();
-    let a = program(&env, "agent-a");
-    add(&env, "a", &a);
-    env.ok(&["policy", "default", "deny"]);
-    env.ok(&["policy", "allow", "echo", "--agent", "a"]);
+    let (env, a) = only_a_may_echo();
     assert_eq!(listed(&env)[0]["state"], "current");
     assert!(env.ok(&["agent", "list"]).contains("a  current"));
 
@@ -189,11 +191,7 @@ fn a_file_changed_after_enrolment_is_stale_and_no_longer_matches() {
 
 #[test]
 fn a_new_file_put_at_the_enrolled_path_is_stale_and_not_matched() {
-    let env = Env::fast();
-    let a = program(&env, "agent-a");
-    add(&env, "a", &a);
-    env.ok(&["policy", "default", "deny"]);
-    env.ok(&["policy", "allow", "echo", "--agent", "a"]);
+    let (env, a) = only_a_may_echo();
     let before = listed(&env)[0]["ino"].as_u64().unwrap();
     // A new file moved over the enrolled path: another inode at the same path.
     let replacement = program(&env, "replacement");
@@ -472,11 +470,7 @@ fn an_agent_named_by_the_relay_or_the_client_has_no_effect() {
 
 #[test]
 fn a_started_session_keeps_its_agent_when_enrolment_changes() {
-    let env = Env::fast();
-    let a = program(&env, "agent-a");
-    add(&env, "a", &a);
-    env.ok(&["policy", "default", "deny"]);
-    env.ok(&["policy", "allow", "echo", "--agent", "a"]);
+    let (env, a) = only_a_may_echo();
     let mut r = env.relay_under(&a, "demo");
     r.handshake();
     assert!(echo_allowed(&mut r, 1));

@@ -53,6 +53,18 @@ impl Drop for Watch {
     }
 }
 
+/// A policy that holds every call of `tool` for a person, a watch on the held calls, and a relay
+/// past its handshake. Bound as `let (env, watch, mut r)`, they drop relay first, environment
+/// last.
+fn held_for(tool: &str) -> (Env, Watch, Relay) {
+    let env = Env::new();
+    env.ok(&["policy", "ask", tool]);
+    let watch = Watch::start(&env);
+    let mut r = env.relay("demo");
+    r.handshake();
+    (env, watch, r)
+}
+
 /// The `call.approval` entries journaled so far.
 fn approvals(env: &Env) -> Vec<serde_json::Value> {
     journal_rows(&env.db())
@@ -94,11 +106,7 @@ fn answer(r: &mut Relay, id: i64) -> serde_json::Value {
 #[test]
 fn a_held_call_is_shown_with_its_exact_arguments_and_once_approved_the_server_gets_the_original_bytes()
  {
-    let env = Env::new();
-    env.ok(&["policy", "ask", "echo"]);
-    let watch = Watch::start(&env);
-    let mut r = env.relay("demo");
-    r.handshake();
+    let (env, watch, mut r) = held_for("echo");
     // A raw tab between tokens (a control character), a right-to-left override inside the
     // string, a non-ASCII letter, and JSON's own escape for BEL.
     let line = "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"text\":\t\"x\u{202e}y caf\u{e9} \\u0007\"}}}\n";
@@ -146,11 +154,7 @@ fn a_held_call_is_shown_with_its_exact_arguments_and_once_approved_the_server_ge
 
 #[test]
 fn a_rejected_call_gets_the_person_rejected_error_and_is_journaled_before_the_client_hears() {
-    let env = Env::new();
-    env.ok(&["policy", "ask", "delete_file"]);
-    let watch = Watch::start(&env);
-    let mut r = env.relay("demo");
-    r.handshake();
+    let (env, watch, mut r) = held_for("delete_file");
     r.send(&call(
         "8",
         "delete_file",
@@ -203,11 +207,7 @@ fn a_call_nobody_decides_in_time_gets_the_nobody_decided_error_journaled_first()
 
 #[test]
 fn an_approval_is_used_once_and_a_second_one_is_a_clear_error() {
-    let env = Env::new();
-    env.ok(&["policy", "ask", "echo"]);
-    let watch = Watch::start(&env);
-    let mut r = env.relay("demo");
-    r.handshake();
+    let (env, watch, mut r) = held_for("echo");
     r.send(&call("1", "echo", r#"{"text":"once"}"#));
     let id = watch.next()["id"].as_str().unwrap().to_string();
     env.ok(&["approve", &id]);
@@ -228,11 +228,7 @@ fn an_approval_is_used_once_and_a_second_one_is_a_clear_error() {
 
 #[test]
 fn an_approval_releases_only_its_own_call_and_the_other_stays_held() {
-    let env = Env::new();
-    env.ok(&["policy", "ask", "echo"]);
-    let watch = Watch::start(&env);
-    let mut r = env.relay("demo");
-    r.handshake();
+    let (env, watch, mut r) = held_for("echo");
     r.send(&call("1", "echo", r#"{"text":"call A"}"#));
     let a = watch.next();
     r.send(&call("2", "echo", r#"{"text":"call B"}"#));
@@ -261,11 +257,7 @@ fn an_approval_releases_only_its_own_call_and_the_other_stays_held() {
 
 #[test]
 fn a_held_call_does_not_delay_pings_notifications_or_an_allowed_call_sent_after_it() {
-    let env = Env::new();
-    env.ok(&["policy", "ask", "delete_file"]);
-    let watch = Watch::start(&env);
-    let mut r = env.relay("demo");
-    r.handshake();
+    let (env, watch, mut r) = held_for("delete_file");
     r.send(&call("1", "delete_file", r#"{"path":"/tmp/x"}"#));
     let a = watch.next();
     // While A is held: a notification, a ping, and an allowed call B, all answered first.
@@ -289,11 +281,7 @@ fn a_held_call_does_not_delay_pings_notifications_or_an_allowed_call_sent_after_
 
 #[test]
 fn a_call_with_the_id_of_a_held_call_is_refused_as_a_duplicate() {
-    let env = Env::new();
-    env.ok(&["policy", "ask", "delete_file"]);
-    let watch = Watch::start(&env);
-    let mut r = env.relay("demo");
-    r.handshake();
+    let (env, watch, mut r) = held_for("delete_file");
     r.send(&call("1", "delete_file", r#"{"path":"/tmp/x"}"#));
     let a = watch.next();
     r.send(&call("1", "echo", r#"{"text":"same id"}"#));
@@ -306,11 +294,7 @@ fn a_call_with_the_id_of_a_held_call_is_refused_as_a_duplicate() {
 
 #[test]
 fn ending_the_session_rejects_its_held_calls_journaled_before_the_client_hears() {
-    let env = Env::new();
-    env.ok(&["policy", "ask", "echo"]);
-    let watch = Watch::start(&env);
-    let mut r = env.relay("demo");
-    r.handshake();
+    let (env, watch, mut r) = held_for("echo");
     r.send(&call("4", "echo", r#"{"text":"left behind"}"#));
     let held = watch.next();
     // The client closes its input: the session ends.
@@ -331,11 +315,7 @@ fn ending_the_session_rejects_its_held_calls_journaled_before_the_client_hears()
 
 #[test]
 fn the_relay_dying_rejects_its_held_calls_as_connection_dropped() {
-    let env = Env::new();
-    env.ok(&["policy", "ask", "echo"]);
-    let watch = Watch::start(&env);
-    let mut r = env.relay("demo");
-    r.handshake();
+    let (env, watch, mut r) = held_for("echo");
     r.send(&call("1", "echo", r#"{"text":"orphan"}"#));
     let held = watch.next();
     r.child.kill().unwrap();
@@ -426,11 +406,7 @@ fn the_log_tells_a_rule_refusal_a_person_and_a_timeout_apart() {
 
 #[test]
 fn a_word_that_cannot_be_journaled_refuses_the_call_and_tells_the_person() {
-    let env = Env::new();
-    env.ok(&["policy", "ask", "echo"]);
-    let watch = Watch::start(&env);
-    let mut r = env.relay("demo");
-    r.handshake();
+    let (env, watch, mut r) = held_for("echo");
     r.send(&call("1", "echo", r#"{"text":"unrecorded"}"#));
     let held = watch.next();
     let db = rusqlite::Connection::open(env.db()).unwrap();
@@ -456,11 +432,7 @@ fn a_word_that_cannot_be_journaled_refuses_the_call_and_tells_the_person() {
 
 #[test]
 fn losing_the_daemon_refuses_every_held_call_at_once() {
-    let env = Env::new();
-    env.ok(&["policy", "ask", "echo"]);
-    let watch = Watch::start(&env);
-    let mut r = env.relay("demo");
-    r.handshake();
+    let (env, watch, mut r) = held_for("echo");
     r.send(&call("1", "echo", r#"{"text":"first"}"#));
     watch.next();
     r.send(&call("2", "echo", r#"{"text":"second"}"#));
@@ -528,11 +500,7 @@ fn an_approved_call_is_charged_to_the_budget_and_one_approved_past_it_is_refused
 
 #[test]
 fn an_approval_never_overrides_a_deny_added_while_the_call_was_held() {
-    let env = Env::new();
-    env.ok(&["policy", "ask", "echo"]);
-    let watch = Watch::start(&env);
-    let mut r = env.relay("demo");
-    r.handshake();
+    let (env, watch, mut r) = held_for("echo");
     r.send(&call("1", "echo", r#"{"text":"one"}"#));
     let id = watch.next()["id"].as_str().unwrap().to_string();
     // While it waits, the rules change: echo is now denied on this connector.

@@ -13,10 +13,9 @@
 
 mod common;
 use common::*;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::mpsc::channel;
 use std::time::Instant;
 
 /// A fresh environment attached to a fresh private Secret Service.
@@ -131,28 +130,7 @@ fn relay(
     for (k, v) in vars {
         cmd.env(k, v);
     }
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdin = child.stdin.take();
-    let lines = lines_of(child.stdout.take().unwrap());
-    let stderr = child.stderr.take().unwrap();
-    let (etx, erx) = channel();
-    std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = BufReader::new(stderr).read_to_string(&mut s);
-        let _ = etx.send(s);
-    });
-    Relay {
-        child,
-        stdin,
-        lines,
-        stderr: Some(erx),
-        record,
-    }
+    spawn_relay(cmd, record)
 }
 
 /// A relay that must refuse to start: exit 1, nothing on stdout; returns its stderr.

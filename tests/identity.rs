@@ -137,6 +137,48 @@ impl Place {
         c
     }
 
+    /// Runs a relay of this build (as us) for the demo server, sends it one call and closes its
+    /// stdin; returns its first stdout line, parsed, and its stderr.
+    fn relay_one_call(&mut self, home: &Path, run: &Path) -> (serde_json::Value, String) {
+        let mut relay = self
+            .cmd(
+                &self.bin,
+                false,
+                home,
+                run,
+                &[
+                    "serve",
+                    "--connector",
+                    "demo",
+                    "--",
+                    self.bin.to_str().unwrap(),
+                    "demo-server",
+                ],
+            )
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        self.guards.push(relay.id() as i32);
+        {
+            use std::io::Write;
+            let mut stdin = relay.stdin.take().unwrap();
+            stdin
+                .write_all(&call("1", "echo", r#"{"text":"hi"}"#))
+                .unwrap();
+        }
+        let out = relay.wait_with_output().unwrap();
+        let answer: serde_json::Value = serde_json::from_slice(
+            out.stdout
+                .split(|&b| b == b'\n')
+                .next()
+                .expect("the relay answered"),
+        )
+        .unwrap();
+        (answer, String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+
     fn run(&self, as_other: bool, home: &Path, run: &Path, args: &[&str]) -> Output {
         self.cmd(&self.bin, as_other, home, run, args)
             .output()
@@ -281,44 +323,8 @@ fn the_cli_and_a_relay_refuse_a_daemon_run_by_another_user() {
     assert!(text(&status).contains("another user"), "{}", text(&status));
 
     // A relay starts its server but gets no decision: every call is refused.
-    let mut relay = p
-        .cmd(
-            &p.bin,
-            false,
-            &home,
-            &run,
-            &[
-                "serve",
-                "--connector",
-                "demo",
-                "--",
-                p.bin.to_str().unwrap(),
-                "demo-server",
-            ],
-        )
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    p.guards.push(relay.id() as i32);
-    {
-        use std::io::Write;
-        let mut stdin = relay.stdin.take().unwrap();
-        stdin
-            .write_all(&call("1", "echo", r#"{"text":"hi"}"#))
-            .unwrap();
-    }
-    let out = relay.wait_with_output().unwrap();
-    let answer: serde_json::Value = serde_json::from_slice(
-        out.stdout
-            .split(|&b| b == b'\n')
-            .next()
-            .expect("the relay answered"),
-    )
-    .unwrap();
+    let (answer, stderr) = p.relay_one_call(&home, &run);
     assert!(is_refusal(&answer), "{answer}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("another user"), "{stderr}");
 
     let o = p.run(true, &home, &run, &["daemon", "stop"]);
@@ -348,44 +354,8 @@ fn a_second_copy_of_holdcall_is_an_impostor_to_both_ends() {
         text(&status)
     );
 
-    let mut relay = p
-        .cmd(
-            &p.bin,
-            false,
-            &home,
-            &run,
-            &[
-                "serve",
-                "--connector",
-                "demo",
-                "--",
-                p.bin.to_str().unwrap(),
-                "demo-server",
-            ],
-        )
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    p.guards.push(relay.id() as i32);
-    {
-        use std::io::Write;
-        let mut stdin = relay.stdin.take().unwrap();
-        stdin
-            .write_all(&call("1", "echo", r#"{"text":"hi"}"#))
-            .unwrap();
-    }
-    let out = relay.wait_with_output().unwrap();
-    let answer: serde_json::Value = serde_json::from_slice(
-        out.stdout
-            .split(|&b| b == b'\n')
-            .next()
-            .expect("the relay answered"),
-    )
-    .unwrap();
+    let (answer, stderr) = p.relay_one_call(&home, &run);
     assert!(is_refusal(&answer), "{answer}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("not this Holdcall build"), "{stderr}");
     // And the copy's daemon wrote nothing for the relay it refused.
     assert_eq!(journal_rows(&home.join("holdcall.db")).len(), before);

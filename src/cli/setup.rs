@@ -5,7 +5,8 @@
 use std::io::Write;
 
 use super::CliError;
-use crate::clientconfig::inspect::{self, printable, show_command};
+use crate::approval::visible;
+use crate::clientconfig::inspect::{self, show_command};
 use crate::clientconfig::{
     self, ClientConfigError, Entry, EntryState, FileState, Places, backup::Backups,
 };
@@ -17,7 +18,7 @@ fn env_line(e: &Entry) -> Option<String> {
             "env: {} (values not shown)",
             e.env_names
                 .iter()
-                .map(|n| printable(n))
+                .map(|n| visible(n))
                 .collect::<Vec<_>>()
                 .join(", ")
         )
@@ -25,6 +26,16 @@ fn env_line(e: &Entry) -> Option<String> {
 }
 
 /// `holdcall init [--write] | --undo BACKUP [--force]`.
+/// A client file as `init` heads its lines: the path (made visible), the client and the scope.
+fn file_heading(spec: &clientconfig::FileSpec) -> String {
+    format!(
+        "{} ({}, {})",
+        visible(&spec.path.display().to_string()),
+        spec.client.id(),
+        spec.scope
+    )
+}
+
 pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliError> {
     let home = Home::from_env()?;
     let backups = Backups::of(&home);
@@ -54,13 +65,7 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
             FileState::Missing => continue,
             FileState::Refused(reason) => {
                 found += 1;
-                writeln!(
-                    out,
-                    "{} ({}, {})",
-                    printable(&spec.path.display().to_string()),
-                    spec.client.id(),
-                    spec.scope
-                )?;
+                writeln!(out, "{}", file_heading(&spec))?;
                 writeln!(out, "  REFUSED: {reason}")?;
                 refused.push(ClientConfigError::Refused {
                     path: spec.path.clone(),
@@ -74,28 +79,16 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
         let plan = match clientconfig::plan(&spec, &loaded, &holdcall) {
             Ok(p) => p,
             Err(e) => {
-                writeln!(
-                    out,
-                    "{} ({}, {})",
-                    printable(&spec.path.display().to_string()),
-                    spec.client.id(),
-                    spec.scope
-                )?;
+                writeln!(out, "{}", file_heading(&spec))?;
                 writeln!(out, "  REFUSED: {e}")?;
                 refused.push(e);
                 continue;
             }
         };
-        writeln!(
-            out,
-            "{} ({}, {})",
-            printable(&spec.path.display().to_string()),
-            spec.client.id(),
-            spec.scope
-        )?;
+        writeln!(out, "{}", file_heading(&spec))?;
         for e in &loaded.entries {
-            let name = printable(&e.name);
-            let group = printable(&e.group_label());
+            let name = visible(&e.name);
+            let group = visible(&e.group_label());
             match &e.state {
                 EntryState::NotRouted
                     if plan
@@ -152,7 +145,7 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
                     out,
                     "  remote, left alone {group} {name} ({} {})",
                     e.transport,
-                    printable(&inspect::redact_url(e.url.as_deref().unwrap_or("")))
+                    visible(&inspect::redact_url(e.url.as_deref().unwrap_or("")))
                 )?,
                 EntryState::Unrecognized(why) => {
                     writeln!(out, "  left alone {group} {name}: {why}")?
@@ -194,7 +187,7 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
         writeln!(
             out,
             "wrote {} (backup: {})",
-            printable(&spec.path.display().to_string()),
+            visible(&spec.path.display().to_string()),
             backup.display()
         )?;
     }
@@ -322,7 +315,7 @@ pub fn inventory(json: bool) -> Result<i32, CliError> {
     )?;
     for r in &rows {
         let what = match (&r.url, &r.command) {
-            (Some(u), _) => printable(u),
+            (Some(u), _) => visible(u),
             (None, Some(c)) => show_command(c, &r.args),
             (None, None) => String::new(),
         };
@@ -333,7 +326,7 @@ pub fn inventory(json: bool) -> Result<i32, CliError> {
                 "  [{}]",
                 r.env
                     .iter()
-                    .map(|n| printable(n))
+                    .map(|n| visible(n))
                     .collect::<Vec<_>>()
                     .join(", ")
             )
@@ -348,7 +341,7 @@ pub fn inventory(json: bool) -> Result<i32, CliError> {
             "{:<14}  {:<10}  {:<20}  {:<9}  {:<12}  {:<8}  {}{}",
             r.client,
             scope,
-            printable(&r.name),
+            visible(&r.name),
             r.transport,
             r.state,
             r.pinned,
@@ -363,9 +356,9 @@ pub fn inventory(json: bool) -> Result<i32, CliError> {
         writeln!(
             out,
             "unreadable: {} ({}): {}",
-            printable(u["file"].as_str().unwrap_or("")),
+            visible(u["file"].as_str().unwrap_or("")),
             u["client"].as_str().unwrap_or(""),
-            printable(u["reason"].as_str().unwrap_or(""))
+            visible(u["reason"].as_str().unwrap_or(""))
         )?;
     }
     Ok(0)

@@ -527,17 +527,14 @@ fn docker_pin(args: &[String]) -> Pin {
     Pin::Unknown("no image named".into())
 }
 
-/// Text from a config file made safe for a terminal: `approval::visible`, the one rendering of
-/// untrusted text for people (controls, format and invisible characters, right-to-left letters
-/// as escapes).
-pub fn printable(s: &str) -> String {
-    crate::approval::visible(s)
-}
-
 /// Arguments shown on one line: redacted, printable, quoted when they hold spaces.
 pub fn show_command(command: &str, args: &[String]) -> String {
-    let mut parts = vec![shell_word(&printable(command))];
-    parts.extend(redact_args(args).iter().map(|a| shell_word(&printable(a))));
+    let mut parts = vec![shell_word(&crate::approval::visible(command))];
+    parts.extend(
+        redact_args(args)
+            .iter()
+            .map(|a| shell_word(&crate::approval::visible(a))),
+    );
     parts.join(" ")
 }
 

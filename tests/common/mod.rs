@@ -225,7 +225,7 @@ impl Env {
 }
 
 /// Spawns a relay command with piped stdio and collects its output.
-fn spawn_relay(mut cmd: Command, record: PathBuf) -> Relay {
+pub fn spawn_relay(mut cmd: Command, record: PathBuf) -> Relay {
     let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
