@@ -895,7 +895,8 @@ fn utf8_width(bytes: &[u8], pos: usize) -> Option<usize> {
     Some(width)
 }
 
-fn hex4(bytes: &[u8], pos: usize) -> Option<u16> {
+/// The four hex digits (either case, nothing else) at `pos`, as one UTF-16 unit.
+pub(crate) fn hex4(bytes: &[u8], pos: usize) -> Option<u16> {
     let digits = bytes.get(pos..pos.checked_add(4)?)?;
     digits.iter().try_fold(0u16, |acc, &digit| {
         let value = char::from(digit).to_digit(16)?;

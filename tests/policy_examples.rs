@@ -27,6 +27,15 @@ fn example(name: &str) -> String {
     format!("{}/policies/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The newest `call.request` entry in the journal.
+fn last_call(env: &Env) -> serde_json::Value {
+    journal_rows(&env.db())
+        .into_iter()
+        .rev()
+        .find(|e| e["kind"] == "call.request")
+        .unwrap()
+}
+
 /// Sends one call through a fresh relay; returns the daemon's decision from the journal.
 fn decided(env: &Env, tool: &str, args: &str) -> String {
     let mut r = env.relay("demo");
@@ -34,12 +43,7 @@ fn decided(env: &Env, tool: &str, args: &str) -> String {
     r.send(&call("7", tool, args));
     let v = answer_rejecting_held(env, &mut r);
     r.finish();
-    let rows = journal_rows(&env.db());
-    let last = rows
-        .iter()
-        .rev()
-        .find(|e| e["kind"] == "call.request")
-        .unwrap();
+    let last = last_call(env);
     assert_eq!(last["tool"], tool);
     let decision = last["decision"].as_str().unwrap().to_string();
     assert_eq!(is_refusal(&v), decision != "allow", "{tool} {args}: {v}");
@@ -288,12 +292,7 @@ fn session_limits_refuse_the_21st_delete_file_of_one_session_through_the_relay()
         assert_eq!(is_refusal(&v), i == 21, "call {i}: {v}");
     }
     r.finish();
-    let rows = journal_rows(&env.db());
-    let last = rows
-        .iter()
-        .rev()
-        .find(|e| e["kind"] == "call.request")
-        .unwrap();
+    let last = last_call(&env);
     assert_eq!(last["decision"], "deny");
     assert_eq!(last["policy_id"], "delete-file-20-per-session");
     // A new relay session starts at 0 again.
