@@ -681,8 +681,16 @@ fn connector_set(
         pass_env,
         // Checked with a placeholder now, so a bad key or command fails before the prompt.
         secret: crate::vault::Secret::new("x".into()),
+        // The server runs here, with PATH, HOME… as they are now, whatever the relay's are.
+        cwd: cwd.to_str().map(str::to_string).ok_or_else(|| {
+            ConnectorError::Command(format!("{} is not a UTF-8 path", cwd.display()))
+        })?,
+        pinned_env: connector::pinned_now(),
     };
     connector::validate(&req)?;
+    if let Some(notice) = connector::runtime_resolver_notice(&req.command) {
+        eprintln!("holdcall: note: {notice}");
+    }
 
     let (home, _) = home_and_config()?;
     let rt = wire::current_thread()?;

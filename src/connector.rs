@@ -25,6 +25,12 @@ pub struct Launch {
     pub env_key: String,
     pub secret: Secret,
     pub pass_env: Vec<String>,
+    /// The directory `connector set` ran in: the server runs there, never where the relay was
+    /// started (a project directory could hold code a launcher like npx would pick up).
+    pub cwd: String,
+    /// The values of `PINNED_ENV` variables when `connector set` ran: they decide which code
+    /// runs (PATH, HOME…), so the relay's values never replace them.
+    pub pinned_env: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for Launch {
@@ -34,6 +40,8 @@ impl std::fmt::Debug for Launch {
             .field("env_key", &self.env_key)
             .field("secret", &"<redacted>")
             .field("pass_env", &self.pass_env)
+            .field("cwd", &self.cwd)
+            .field("pinned_env", &self.pinned_env)
             .finish()
     }
 }
@@ -47,6 +55,10 @@ pub struct SetRequest {
     pub command: Vec<String>,
     pub pass_env: Vec<String>,
     pub secret: Secret,
+    /// Where `connector set` ran (absolute): the server's working directory.
+    pub cwd: String,
+    /// The `PINNED_ENV` variables set when `connector set` ran, with their values.
+    pub pinned_env: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for SetRequest {
@@ -57,6 +69,8 @@ impl std::fmt::Debug for SetRequest {
             .field("command", &self.command)
             .field("pass_env", &self.pass_env)
             .field("secret", &"<redacted>")
+            .field("cwd", &self.cwd)
+            .field("pinned_env", &self.pinned_env)
             .finish()
     }
 }
@@ -69,7 +83,71 @@ pub struct ListedConnector {
     pub command: Vec<String>,
     pub pass_env: Vec<String>,
     pub updated_at: String,
+    /// The server's working directory (where `connector set` ran).
+    pub cwd: String,
+    /// The pinned variables and their set-time values (PATH, HOME…; never a secret).
+    pub pinned_env: Vec<(String, String)>,
+    /// Which entry of the credential store holds this registration's secret: the account is
+    /// `NAME#SECRET_ID`. Each registration gets a fresh id, so a store call that finishes late
+    /// can only touch its own entry, never a newer registration's.
+    pub secret_id: String,
 }
+
+impl ListedConnector {
+    /// The credential store account of this registration's secret.
+    pub fn account(&self) -> String {
+        account(&self.name, &self.secret_id)
+    }
+}
+
+/// The credential store account of one registration's secret.
+pub fn account(name: &str, secret_id: &str) -> String {
+    format!("{name}#{secret_id}")
+}
+
+/// Variables whose values at `connector set` time are kept and given to the server instead of
+/// the relay's: they decide which programs and which code a server (or a launcher such as npx)
+/// finds, and a client's config can set them for the relay.
+pub const PINNED_ENV: [&str; 7] = [
+    "PATH",
+    "HOME",
+    "SHELL",
+    "TMPDIR",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_CACHE_HOME",
+];
+
+/// Variables `--pass-env` refuses besides the loader's: each makes an interpreter or a tool load
+/// code or configuration from where it says (NODE_OPTIONS=--require, PYTHONPATH, BASH_ENV…), so
+/// passing one from the relay's environment would let whoever sets it run code with the secret.
+/// No list of this kind is complete; docs/security.md says so.
+pub const PASS_ENV_REFUSED: [&str; 24] = [
+    "NODE_OPTIONS",
+    "NODE_PATH",
+    "NODE_EXTRA_CA_CERTS",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONSTARTUP",
+    "PYTHONUSERBASE",
+    "PYTHONINSPECT",
+    "BASH_ENV",
+    "ENV",
+    "PERL5OPT",
+    "PERL5LIB",
+    "PERLLIB",
+    "RUBYOPT",
+    "RUBYLIB",
+    "JAVA_TOOL_OPTIONS",
+    "_JAVA_OPTIONS",
+    "JDK_JAVA_OPTIONS",
+    "CLASSPATH",
+    "GCONV_PATH",
+    "DOTNET_STARTUP_HOOKS",
+    "GIT_EXEC_PATH",
+    "GIT_CONFIG_GLOBAL",
+    "SSL_CERT_FILE",
+];
 
 /// Variables a credentialed server gets from the relay's environment without being asked for:
 /// what a program needs to find its tools, its files and its locale. `LC_*` means every
@@ -150,22 +228,58 @@ pub fn validate_env_name(what: &str, key: &str) -> Result<(), ConnectorError> {
 /// Checks a whole registration (as the daemon receives it, and as the CLI builds it).
 pub fn validate(req: &SetRequest) -> Result<(), ConnectorError> {
     validate_env_name("the environment key", &req.env_key)?;
-    if req.pass_env.len() > limits::CONNECTOR_PASS_ENV_MAX {
+    validate_pass_env(&req.env_key, &req.pass_env)?;
+    validate_command(&req.command)?;
+    if !Path::new(&req.cwd).is_absolute() {
+        return Err(ConnectorError::Command(format!(
+            "the working directory {:?} is not absolute",
+            req.cwd
+        )));
+    }
+    if let Some((k, _)) = req
+        .pinned_env
+        .iter()
+        .find(|(k, v)| !PINNED_ENV.contains(&k.as_str()) || v.contains('\0'))
+    {
+        return Err(ConnectorError::EnvKey(format!(
+            "{k:?} is not a variable holdcall pins, or its value holds a NUL byte"
+        )));
+    }
+    validate_secret(req.secret.expose())
+}
+
+/// The names `--pass-env` may let through: variable names, not the secret's key, not a pinned
+/// variable (its set-time value is used), and none that loads code into an interpreter.
+pub fn validate_pass_env(env_key: &str, pass_env: &[String]) -> Result<(), ConnectorError> {
+    if pass_env.len() > limits::CONNECTOR_PASS_ENV_MAX {
         return Err(ConnectorError::EnvKey(format!(
             "at most {} --pass-env names",
             limits::CONNECTOR_PASS_ENV_MAX
         )));
     }
-    for p in &req.pass_env {
+    for p in pass_env {
         validate_env_name("--pass-env", p)?;
-        if *p == req.env_key {
+        if p == env_key {
             return Err(ConnectorError::EnvKey(format!(
                 "--pass-env {p} is the secret's own key; the secret comes from the store only"
             )));
         }
+        if PINNED_ENV.contains(&p.as_str()) {
+            return Err(ConnectorError::EnvKey(format!(
+                "--pass-env {p}: its value is the one `connector set` saw, pinned; run `connector set` again from an environment with the value you want"
+            )));
+        }
+        if PASS_ENV_REFUSED.contains(&p.as_str())
+            || p.starts_with("npm_config_")
+            || p.starts_with("NPM_CONFIG_")
+            || p.starts_with("GIT_CONFIG")
+        {
+            return Err(ConnectorError::EnvKey(format!(
+                "--pass-env {p} makes a program load code or configuration from where it says; it is refused"
+            )));
+        }
     }
-    validate_command(&req.command)?;
-    validate_secret(req.secret.expose())
+    Ok(())
 }
 
 /// A registered command: 1 to `limits::CONNECTOR_ARGS_MAX` words, each at most
@@ -256,14 +370,46 @@ pub fn resolve_program(
     )))
 }
 
+/// The `PINNED_ENV` variables set in this process's environment, with their values (what
+/// `connector set` records).
+pub fn pinned_now() -> Vec<(String, String)> {
+    PINNED_ENV
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_string(), v)))
+        .collect()
+}
+
+/// A word of caution for commands that decide at run time what code they run (package runners,
+/// `env`, `python -m`): printed by `connector set`, never a refusal.
+pub fn runtime_resolver_notice(command: &[String]) -> Option<String> {
+    let base = command
+        .first()
+        .and_then(|p| Path::new(p).file_name())
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    let runner = matches!(
+        base,
+        "npx" | "uvx" | "bunx" | "pnpx" | "pipx" | "env" | "npm" | "yarn" | "pnpm" | "deno"
+    ) || command.iter().skip(1).any(|a| a == "-m");
+    runner.then(|| {
+        format!(
+            "{base} chooses the code it runs when the server starts (a package registry, a \
+             module path): the secret goes to whatever it finds. Pin an exact version \
+             (pkg@1.2.3, pkg==1.2.3) or register the installed program itself; the server runs \
+             in the directory you ran this in, with PATH and HOME as they are now"
+        )
+    })
+}
+
 fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// The whole environment of a credentialed server: the allow-listed variables and the
-/// `pass_env` names that are set in the relay's environment `from`, then the secret under its
-/// key. Nothing else from the relay's environment reaches it.
+/// `pass_env` names that are set in the relay's environment `from` (but never a `PINNED_ENV`
+/// one: those have their values from `connector set`), then the secret under its key. Nothing
+/// else from the relay's environment reaches it.
 pub fn server_env(
     launch: &Launch,
     from: impl IntoIterator<Item = (OsString, OsString)>,
@@ -272,10 +418,19 @@ pub fn server_env(
         .into_iter()
         .filter(|(k, _)| {
             k.to_str().is_some_and(|k| {
-                k != launch.env_key && (allowed(k) || launch.pass_env.iter().any(|p| p == k))
+                k != launch.env_key
+                    && !PINNED_ENV.contains(&k)
+                    && (allowed(k) || launch.pass_env.iter().any(|p| p == k))
             })
         })
         .collect();
+    // The variables that decide which code runs have the values `connector set` saw.
+    out.extend(
+        launch
+            .pinned_env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+    );
     out.push((
         OsString::from(&launch.env_key),
         OsString::from(launch.secret.expose()),
@@ -292,7 +447,12 @@ mod tests {
             command: vec!["/usr/bin/env".into()],
             env_key: "API_TOKEN".into(),
             secret: Secret::new("canary-7f3a".into()),
-            pass_env: vec!["NODE_OPTIONS".into()],
+            pass_env: vec!["GITHUB_ORG".into()],
+            cwd: "/srv".into(),
+            pinned_env: vec![
+                ("PATH".into(), "/usr/bin".into()),
+                ("HOME".into(), "/home/u".into()),
+            ],
         }
     }
 
@@ -308,6 +468,8 @@ mod tests {
             command: vec!["/usr/bin/env".into()],
             pass_env: vec![],
             secret: Secret::new("canary-7f3a".into()),
+            cwd: "/".into(),
+            pinned_env: vec![],
         };
         assert!(!format!("{r:?}").contains("canary"));
         assert!(!format!("{:#?}", Some(r)).contains("canary"));
@@ -388,12 +550,14 @@ mod tests {
     }
 
     #[test]
-    fn the_server_gets_the_allow_list_the_pass_env_names_and_the_secret_only() {
+    fn the_server_gets_the_allow_list_the_pass_env_names_the_pinned_values_and_the_secret_only() {
         let from = [
-            ("PATH", "/usr/bin"),
-            ("HOME", "/home/u"),
+            // A client's config can set these for the relay: the pinned values win.
+            ("PATH", "/tmp/evil:/usr/bin"),
+            ("HOME", "/tmp/evil-home"),
             ("LC_ALL", "C"),
-            ("NODE_OPTIONS", "--x"),
+            ("GITHUB_ORG", "acme"),
+            ("NODE_OPTIONS", "--require /tmp/x.js"),
             ("AWS_SECRET_ACCESS_KEY", "other"),
             ("LD_PRELOAD", "/evil.so"),
             ("API_TOKEN", "from-the-relay"),
@@ -401,11 +565,58 @@ mod tests {
         ]
         .map(|(k, v)| (OsString::from(k), OsString::from(v)));
         let env = server_env(&launch(), from);
-        let names: Vec<_> = env.iter().map(|(k, _)| k.to_str().unwrap()).collect();
+        let pairs: Vec<(&str, &str)> = env
+            .iter()
+            .map(|(k, v)| (k.to_str().unwrap(), v.to_str().unwrap()))
+            .collect();
         assert_eq!(
-            names,
-            ["PATH", "HOME", "LC_ALL", "NODE_OPTIONS", "API_TOKEN"]
+            pairs,
+            [
+                ("LC_ALL", "C"),
+                ("GITHUB_ORG", "acme"),
+                ("PATH", "/usr/bin"),
+                ("HOME", "/home/u"),
+                ("API_TOKEN", "canary-7f3a"),
+            ]
         );
-        assert_eq!(env.last().unwrap().1, "canary-7f3a");
+    }
+
+    #[test]
+    fn pass_env_refuses_names_that_load_code_pinned_names_and_the_secrets_key() {
+        validate_pass_env("K", &["GITHUB_ORG".into(), "DEBUG".into()]).unwrap();
+        for bad in [
+            "NODE_OPTIONS",
+            "PYTHONPATH",
+            "BASH_ENV",
+            "PERL5OPT",
+            "JAVA_TOOL_OPTIONS",
+            "GCONV_PATH",
+            "npm_config_userconfig",
+            "GIT_CONFIG_COUNT",
+            "LD_PRELOAD",
+            "PATH",
+            "HOME",
+            "K",
+        ] {
+            assert!(
+                validate_pass_env("K", &[bad.to_string()]).is_err(),
+                "{bad} accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn package_runners_and_module_runs_get_a_notice_and_a_plain_program_does_not() {
+        for cmd in [
+            vec!["/usr/bin/npx", "-y", "pkg"],
+            vec!["/usr/bin/uvx", "pkg"],
+            vec!["/usr/bin/python3", "-m", "server"],
+            vec!["/usr/bin/env", "node"],
+        ] {
+            let cmd: Vec<String> = cmd.into_iter().map(String::from).collect();
+            assert!(runtime_resolver_notice(&cmd).is_some(), "{cmd:?}");
+        }
+        let plain: Vec<String> = vec!["/usr/local/bin/github-mcp-server".into(), "stdio".into()];
+        assert!(runtime_resolver_notice(&plain).is_none());
     }
 }

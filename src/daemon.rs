@@ -1444,15 +1444,24 @@ async fn launch_for(
     let Some(row) = row else {
         return Ok(None);
     };
-    let name = connector.to_string();
+    let account = row.account();
     let where_ = state.vault.describe();
-    match vault::run_blocking(&state.vault, move |s| s.get(&name)).await {
-        Ok(Some(secret)) => Ok(Some(crate::connector::Launch {
-            command: row.command,
-            env_key: row.env_key,
-            secret,
-            pass_env: row.pass_env,
-        })),
+    match vault::run_blocking(&state.vault, move |s| s.get(&account)).await {
+        Ok(Some(secret)) => {
+            // What comes back from the store is checked as what went in: something edited
+            // outside Holdcall (a line break, a NUL, a huge value) is refused with a reason.
+            crate::connector::validate_secret(secret.expose()).map_err(|e| {
+                format!("connector {connector}'s secret in {where_} is not usable: {e}")
+            })?;
+            Ok(Some(crate::connector::Launch {
+                command: row.command,
+                env_key: row.env_key,
+                secret,
+                pass_env: row.pass_env,
+                cwd: row.cwd,
+                pinned_env: row.pinned_env,
+            }))
+        }
         Ok(None) => Err(format!(
             "connector {connector} is registered, but its secret is missing from {where_}: it \
              was removed outside Holdcall; set it again with `holdcall connector set {connector} \
@@ -1475,16 +1484,34 @@ async fn connector_set(state: &State, req: crate::connector::SetRequest) -> Next
         return error(e.to_string());
     }
     let _serial = state.connectors.lock().await;
+    // The registration it replaces, if any: its secret stays until the new one is recorded.
+    let replaced = match state
+        .writer
+        .ask(|r| Op::Connector(req.name.clone(), r))
+        .await
+    {
+        Ok(Ok(row)) => row,
+        Ok(Err(e)) => return error(format!("the connectors cannot be read: {e}")),
+        Err(e) => return error(e.to_string()),
+    };
+    // A fresh store entry per registration: a store call that times out and completes later
+    // can only ever touch its own entry, never a newer registration's secret.
+    let Ok(secret_id) = crate::ids::random_hex(8) else {
+        return error("no random id could be drawn for the secret's store entry");
+    };
     let crate::connector::SetRequest {
         name,
         env_key,
         command,
         pass_env,
         secret,
+        cwd,
+        pinned_env,
     } = req;
     let summary = format!(
-        "connector {name} registered: runs {} with its secret in {env_key}",
-        command.join(" ")
+        "connector {name} registered: runs {} in {} with its secret in {env_key}",
+        approval::visible(&command.join(" ")),
+        approval::visible(&cwd)
     );
     let fields = Fields {
         connector: Some(name.clone()),
@@ -1495,17 +1522,24 @@ async fn connector_set(state: &State, req: crate::connector::SetRequest) -> Next
                 "env_key": env_key,
                 "command": command,
                 "pass_env": pass_env,
+                "cwd": cwd,
+                "pinned_env": pinned_env.iter().map(|(k, _)| k).collect::<Vec<_>>(),
                 "store": state.vault.describe(),
+                "secret_id": secret_id,
             })
             .to_string(),
         ),
         ..Fields::default()
     };
+    let account = crate::connector::account(&name, &secret_id);
     let change = journal::ConnectorChange::Set {
         name: name.clone(),
         env_key,
         command,
         pass_env,
+        cwd,
+        pinned_env,
+        secret_id,
     };
     let record = async {
         match state
@@ -1521,27 +1555,56 @@ async fn connector_set(state: &State, req: crate::connector::SetRequest) -> Next
             Err(e) => Err(e.to_string()),
         }
     };
-    match vault::store_then_record(&state.vault, &name, secret, record).await {
-        Ok(entry) => Next::Reply(Response::ConnectorChanged {
-            message: format!(
-                "{summary}; the secret is in {} (recorded in the journal as entry {})",
-                state.vault.describe(),
-                entry.chain_seq
-            ),
-            chain_seq: Some(entry.chain_seq),
-        }),
-        Err(vault::StoreThenRecordError::Store(e)) => error(format!("{e}; nothing was registered")),
+    match vault::store_then_record(&state.vault, &account, secret, record).await {
+        Ok(entry) => {
+            // The replaced registration's secret is no one's now.
+            let mut left = String::new();
+            if let Some(old) = replaced {
+                let old_account = old.account();
+                if let Err(e) =
+                    vault::run_blocking(&state.vault, move |s| s.delete(&old_account)).await
+                {
+                    left = format!(
+                        "; the replaced secret could not be deleted from {} ({e}): remove the \
+                         entry {} there by hand",
+                        state.vault.describe(),
+                        old.account()
+                    );
+                }
+            }
+            Next::Reply(Response::ConnectorChanged {
+                message: format!(
+                    "{summary}; the secret is in {} (recorded in the journal as entry {}){left}",
+                    state.vault.describe(),
+                    entry.chain_seq
+                ),
+                chain_seq: Some(entry.chain_seq),
+            })
+        }
+        Err(vault::StoreThenRecordError::Store(e)) => error(format!(
+            "{e}; nothing was registered{}",
+            if matches!(e, vault::VaultError::TimedOut(..)) {
+                format!(
+                    " (if the store finishes later, an unused entry {account} may be left in \
+                     {}; no registration will ever use it)",
+                    state.vault.describe()
+                )
+            } else {
+                String::new()
+            }
+        )),
         Err(vault::StoreThenRecordError::Record {
             why,
             secret_deleted,
         }) => error(if secret_deleted {
             format!(
-                "the registration could not be recorded, so the secret was deleted again: {why}"
+                "the registration could not be recorded, so the new secret was deleted again \
+                 (the previous registration, if any, is unchanged): {why}"
             )
         } else {
             format!(
-                "the registration could not be recorded, and the secret could not be deleted \
-                 again from {}: {why}",
+                "the registration could not be recorded, and the new secret could not be \
+                 deleted again from {} (entry {account}; no registration uses it): {why}",
                 state.vault.describe()
             )
         }),
@@ -1564,7 +1627,7 @@ async fn connector_remove(state: &State, name: String) -> Next {
             "no connector named {name} is registered; `holdcall connector list` shows them"
         ));
     };
-    let account = name.clone();
+    let account = row.account();
     if let Err(e) = vault::run_blocking(&state.vault, move |s| s.delete(&account)).await {
         return error(format!("{e}; nothing was removed"));
     }

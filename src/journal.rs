@@ -133,7 +133,10 @@ CREATE TABLE IF NOT EXISTS connectors(
     env_key TEXT NOT NULL,
     command TEXT NOT NULL,
     pass_env TEXT NOT NULL,
-    updated_at TEXT NOT NULL
+    updated_at TEXT NOT NULL,
+    cwd TEXT NOT NULL,
+    pinned_env TEXT NOT NULL,
+    secret_id TEXT NOT NULL
 ) STRICT;
 ";
 
@@ -741,6 +744,10 @@ pub enum ConnectorChange {
         env_key: String,
         command: Vec<String>,
         pass_env: Vec<String>,
+        cwd: String,
+        pinned_env: Vec<(String, String)>,
+        /// Names the store entry holding this registration's secret (`NAME#SECRET_ID`).
+        secret_id: String,
     },
     Remove {
         name: String,
@@ -749,22 +756,25 @@ pub enum ConnectorChange {
 
 fn read_connectors(conn: &Connection, name: Option<&str>) -> rusqlite::Result<Vec<ConnectorRow>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT name, env_key, command, pass_env, updated_at FROM connectors \
-         WHERE ?1 IS NULL OR name = ?1 ORDER BY name",
+        "SELECT name, env_key, command, pass_env, updated_at, cwd, pinned_env, secret_id \
+         FROM connectors WHERE ?1 IS NULL OR name = ?1 ORDER BY name",
     )?;
-    let list = |r: &Row<'_>, i: usize| -> rusqlite::Result<Vec<String>> {
+    fn json<T: serde::de::DeserializeOwned>(r: &Row<'_>, i: usize) -> rusqlite::Result<T> {
         let text: String = r.get(i)?;
         serde_json::from_str(&text).map_err(|e| {
             rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
         })
-    };
+    }
     let rows = stmt.query_map([name], |r| {
         Ok(ConnectorRow {
             name: r.get(0)?,
             env_key: r.get(1)?,
-            command: list(r, 2)?,
-            pass_env: list(r, 3)?,
+            command: json(r, 2)?,
+            pass_env: json(r, 3)?,
             updated_at: r.get(4)?,
+            cwd: r.get(5)?,
+            pinned_env: json(r, 6)?,
+            secret_id: r.get(7)?,
         })
     })?;
     rows.collect()
@@ -1555,23 +1565,32 @@ impl Journal {
                     env_key,
                     command,
                     pass_env,
+                    cwd,
+                    pinned_env,
+                    secret_id,
                 } => {
-                    let json = |v: &Vec<String>| {
-                        serde_json::to_string(v).map_err(|e| {
+                    let json = |v: serde_json::Result<String>| {
+                        v.map_err(|e| {
                             write_err(rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
                         })
                     };
                     tx.execute(
-                        "INSERT INTO connectors (name, env_key, command, pass_env, updated_at) \
-                         VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(name) DO UPDATE SET \
+                        "INSERT INTO connectors (name, env_key, command, pass_env, updated_at, \
+                         cwd, pinned_env, secret_id) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(name) DO UPDATE SET \
                          env_key = excluded.env_key, command = excluded.command, \
-                         pass_env = excluded.pass_env, updated_at = excluded.updated_at",
+                         pass_env = excluded.pass_env, updated_at = excluded.updated_at, \
+                         cwd = excluded.cwd, pinned_env = excluded.pinned_env, \
+                         secret_id = excluded.secret_id",
                         params![
                             name,
                             env_key,
-                            json(command)?,
-                            json(pass_env)?,
-                            now_rfc3339()
+                            json(serde_json::to_string(command))?,
+                            json(serde_json::to_string(pass_env))?,
+                            now_rfc3339(),
+                            cwd,
+                            json(serde_json::to_string(pinned_env))?,
+                            secret_id,
                         ],
                     )
                     .map_err(write_err)?;
@@ -2653,7 +2672,10 @@ mod tests {
             name: "gh".into(),
             env_key: "GITHUB_TOKEN".into(),
             command: vec!["/usr/bin/node".into(), "server.js".into()],
-            pass_env: vec!["NODE_OPTIONS".into()],
+            pass_env: vec!["GITHUB_ORG".into()],
+            cwd: "/srv".into(),
+            pinned_env: vec![("PATH".into(), "/usr/bin".into())],
+            secret_id: "0123abcd".into(),
         };
         let entry = j.change_connector(
             set,

@@ -62,6 +62,14 @@ pub enum RelayError {
         )
     )]
     NoCredential { connector: String, message: String },
+    #[error("the daemon did not open this session ({why}), so no server was started")]
+    #[diagnostic(
+        code(holdcall::relay::session_not_opened),
+        help(
+            "see daemon.log in the holdcall home; `holdcall doctor` checks the daemon and the credential store"
+        )
+    )]
+    SessionNotOpened { why: String },
     #[error("the daemon handed over a launch that is not valid: {0}")]
     #[diagnostic(
         code(holdcall::relay::bad_launch),
@@ -547,12 +555,13 @@ pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
             Ok(Response::CredentialUnavailable { connector, message }) => {
                 return Err(RelayError::NoCredential { connector, message });
             }
+            // A verified daemon that did not open the session may be the one that holds this
+            // connector's registration: running the command given after `--` instead could run
+            // a server its registration was meant to replace. Nothing starts.
             other => {
-                link.dead.store(true, Ordering::SeqCst);
-                eprintln!(
-                    "holdcall: the daemon did not open this session ({}); every tool call will be refused",
-                    describe(&other)
-                );
+                return Err(RelayError::SessionNotOpened {
+                    why: describe(&other),
+                });
             }
         }
     }
@@ -563,7 +572,7 @@ pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
                 eprintln!(
                     "holdcall: connector {} is registered: running its registered command {}, not the command given after `--`",
                     opts.connector,
-                    l.command.join(" ")
+                    crate::approval::visible(&l.command.join(" "))
                 );
             }
             credentialed_command(l)?
@@ -722,12 +731,19 @@ fn credentialed_command(l: &crate::connector::Launch) -> Result<Command, RelayEr
         .map_err(|e| RelayError::BadLaunch(e.to_string()))?;
     crate::connector::validate_env_name("the environment key", &l.env_key)
         .map_err(|e| RelayError::BadLaunch(e.to_string()))?;
+    // Checked again here, as at set time: a row edited in the database must not pass a loader
+    // or interpreter variable through.
+    crate::connector::validate_pass_env(&l.env_key, &l.pass_env)
+        .map_err(|e| RelayError::BadLaunch(e.to_string()))?;
     let (program, args) = l
         .command
         .split_first()
         .ok_or_else(|| RelayError::BadLaunch("no command".into()))?;
     let mut cmd = Command::new(program);
+    // The directory `connector set` ran in, never the relay's: a client starts servers in a
+    // project directory, whose files a launcher (npx, python -m) would otherwise pick up.
     cmd.args(args)
+        .current_dir(&l.cwd)
         .env_clear()
         .envs(crate::connector::server_env(l, std::env::vars_os()));
     Ok(cmd)

@@ -743,6 +743,8 @@ mod tests {
             env_key: "K".into(),
             secret: crate::vault::Secret::new("canary-7f3a".into()),
             pass_env: vec![],
+            cwd: "/".into(),
+            pinned_env: vec![],
         };
         let r = Response::SessionOpened {
             launch: Some(launch),
@@ -762,6 +764,8 @@ mod tests {
             command: vec!["/usr/bin/node".into()],
             pass_env: vec![],
             secret: crate::vault::Secret::new("canary-7f3a".into()),
+            cwd: "/".into(),
+            pinned_env: vec![],
         });
         let text = serde_json::to_string(&set).unwrap();
         assert!(

@@ -26,6 +26,24 @@ fn setup() -> (Env, SecretService) {
     (env, ss)
 }
 
+/// The credential store account of connector `name`'s registration (`NAME#SECRET_ID`).
+fn account_of(env: &Env, name: &str) -> String {
+    let list: serde_json::Value =
+        serde_json::from_str(&env.ok(&["connector", "list", "--json"])).unwrap();
+    let c = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .expect("the connector is registered");
+    format!("{name}#{}", c["secret_id"].as_str().unwrap())
+}
+
+/// The secret of connector `name`'s registration, read straight from the store.
+fn secret_of(env: &Env, ss: &SecretService, name: &str) -> Option<String> {
+    ss.lookup(&service_of(env), &account_of(env, name))
+}
+
 /// A canary nobody else could print by chance.
 fn canary() -> String {
     format!("hc-canary-{}", holdcall::ids::random_hex(12).unwrap())
@@ -86,7 +104,7 @@ impl Script {
         std::fs::create_dir_all(dir).unwrap();
         let path = dir.join(name);
         let body = format!(
-            "#!/bin/sh\necho $$ > '{p}.pid'\nenv > '{p}.env'\nexec '{bin}' demo-server --record '{p}.record'\n",
+            "#!/bin/sh\necho $$ > '{p}.pid'\nenv > '{p}.env'\npwd > '{p}.cwd'\nexec '{bin}' demo-server --record '{p}.record'\n",
             p = path.display(),
             bin = Env::bin().display()
         );
@@ -158,18 +176,16 @@ fn a_connector_is_set_from_stdin_listed_without_its_secret_and_removed() {
         &env,
         "gh",
         "GITHUB_TOKEN",
-        &["--pass-env", "NODE_OPTIONS"],
+        &["--pass-env", "GITHUB_ORG"],
         &["env", "-0"],
         &secret,
     );
     assert!(out.status.success(), "{}", text(&out));
     assert!(!text(&out).contains(&secret));
     assert!(text(&out).contains("Secret Service"), "{}", text(&out));
-    // The secret is in the store, under this home's service name and the connector's name.
-    assert_eq!(
-        ss.lookup(&service_of(&env), "gh").as_deref(),
-        Some(secret.as_str())
-    );
+    // The secret is in the store, under this home's service name and the account of this
+    // registration (the connector's name and a fresh id).
+    assert_eq!(secret_of(&env, &ss, "gh").as_deref(), Some(secret.as_str()));
 
     let listed = env.ok(&["connector", "list"]);
     assert!(
@@ -189,12 +205,12 @@ fn a_connector_is_set_from_stdin_listed_without_its_secret_and_removed() {
         "{program}"
     );
     assert_eq!(c["command"][1], "-0");
-    assert_eq!(c["pass_env"], serde_json::json!(["NODE_OPTIONS"]));
+    assert_eq!(c["pass_env"], serde_json::json!(["GITHUB_ORG"]));
     assert!(!json.to_string().contains(&secret));
 
     let removed = env.ok(&["connector", "remove", "gh"]);
     assert!(removed.contains("removed"), "{removed}");
-    assert_eq!(ss.lookup(&service_of(&env), "gh"), None);
+    assert!(ss.accounts(&service_of(&env)).is_empty());
     assert_eq!(
         env.ok(&["connector", "list", "--json"]).trim(),
         "[]",
@@ -219,13 +235,12 @@ fn a_registration_the_journal_cannot_record_leaves_no_secret_in_the_store() {
     let out = set(&env, "gh", "GITHUB_TOKEN", &[], &["env"], "tok-0");
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(
-        text(&out).contains("the secret was deleted again"),
+        text(&out).contains("secret was deleted again"),
         "{}",
         text(&out)
     );
-    assert_eq!(
-        ss.lookup(&service_of(&env), "gh"),
-        None,
+    assert!(
+        ss.accounts(&service_of(&env)).is_empty(),
         "the secret outlived its registration"
     );
     db.execute_batch("DROP TRIGGER no_more;").unwrap();
@@ -256,7 +271,7 @@ fn the_secret_is_never_taken_from_the_command_line() {
         "env",
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert_eq!(ss.lookup(&service_of(&env), "gh"), None);
+    assert!(ss.accounts(&service_of(&env)).is_empty());
 }
 
 #[test]
@@ -318,10 +333,7 @@ sys.stdout.buffer.write(shown.replace(secret, b"<CANARY>"))
     );
     assert!(report.contains("Secret: "), "{report}");
     assert!(report.contains("connector gh registered"), "{report}");
-    assert_eq!(
-        ss.lookup(&service_of(&env), "gh").as_deref(),
-        Some(secret.as_str())
-    );
+    assert_eq!(secret_of(&env, &ss, "gh").as_deref(), Some(secret.as_str()));
 }
 
 #[test]
@@ -331,13 +343,24 @@ fn env_keys_the_loader_reads_and_path_are_refused_before_anything_is_stored() {
         let out = set(&env, "gh", key, &[], &["env"], "s");
         assert_eq!(out.status.code(), Some(1), "{key}: {}", text(&out));
     }
+    // Nor may --pass-env let through what makes an interpreter load code, or a pinned variable.
+    for pass in [
+        "NODE_OPTIONS",
+        "PYTHONPATH",
+        "BASH_ENV",
+        "npm_config_userconfig",
+        "HOME",
+    ] {
+        let out = set(&env, "gh", "K", &["--pass-env", pass], &["env"], "s");
+        assert_eq!(out.status.code(), Some(1), "{pass}: {}", text(&out));
+    }
     let out = set(&env, "gh", "K", &[], &["no-such-program-hc"], "s");
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out).contains("not found"), "{}", text(&out));
     let out = set(&env, "gh", "K", &[], &["env"], "");
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out).contains("empty"), "{}", text(&out));
-    assert_eq!(ss.lookup(&service_of(&env), "gh"), None);
+    assert!(ss.accounts(&service_of(&env)).is_empty());
     assert!(!env.db().exists() || connector_changes(&env).is_empty());
 }
 
@@ -388,7 +411,7 @@ fn a_secret_removed_behind_holdcalls_back_makes_the_relay_refuse_with_the_reason
     let given = Script::new(&env.dir.path().join("given"), "srv");
     let out = set(&env, "gh", "GITHUB_TOKEN", &[], &[script.arg()], "tok-2");
     assert!(out.status.success(), "{}", text(&out));
-    ss.clear(&service_of(&env), "gh");
+    ss.clear(&service_of(&env), &account_of(&env, "gh"));
     let stderr = relay_refuses(&env, "gh", &[given.arg()]);
     assert!(
         stderr.contains("missing from the Secret Service"),
@@ -528,6 +551,72 @@ fn the_server_sees_the_allow_list_its_pass_env_names_and_its_secret_and_nothing_
             "{absent} reached the server: {seen}"
         );
     }
+}
+
+#[test]
+fn the_server_runs_where_connector_set_ran_with_its_path_and_home_whatever_the_relays_are() {
+    // A client starts servers in a project directory and may set PATH or HOME for them: a
+    // launcher like npx would then run the project's code, or another `node`, with the secret.
+    let (env, _ss) = setup();
+    let script = Script::new(&env.dir.path().join("bin"), "srv");
+    let place = env.dir.path().join("where-set-ran");
+    std::fs::create_dir(&place).unwrap();
+    let mut child = env
+        .cmd(&[
+            "connector",
+            "set",
+            "gh",
+            "--env",
+            "GITHUB_TOKEN",
+            "--",
+            script.arg(),
+        ])
+        .current_dir(&place)
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", &place)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"tok-9\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+
+    let evil = env.dir.path().join("evil");
+    std::fs::create_dir(&evil).unwrap();
+    let evil_path = format!("{}:/usr/bin:/bin", evil.display());
+    let vars = [
+        ("PATH", evil_path.as_str()),
+        ("HOME", evil.to_str().unwrap()),
+    ];
+    let mut r = relay(&env, "gh", &[], &vars, script.file("record"));
+    r.handshake();
+    r.finish();
+    let seen = script.env_seen();
+    assert!(seen.contains("PATH=/usr/bin:/bin\n"), "{seen}");
+    assert!(
+        seen.contains(&format!("HOME={}\n", place.display())),
+        "{seen}"
+    );
+    assert!(!seen.contains(evil.to_str().unwrap()), "{seen}");
+    let cwd = std::fs::read_to_string(script.file("cwd")).unwrap();
+    assert_eq!(cwd.trim(), place.to_str().unwrap());
+}
+
+#[test]
+fn replacing_a_registration_keeps_one_secret_under_a_fresh_store_entry() {
+    let (env, ss) = setup();
+    let out = set(&env, "gh", "GITHUB_TOKEN", &[], &["env"], "tok-old");
+    assert!(out.status.success(), "{}", text(&out));
+    let first = account_of(&env, "gh");
+    let out = set(&env, "gh", "GITHUB_TOKEN", &[], &["env"], "tok-new");
+    assert!(out.status.success(), "{}", text(&out));
+    let second = account_of(&env, "gh");
+    // A store call that finished late could only ever touch its own registration's entry.
+    assert_ne!(first, second);
+    assert_eq!(ss.accounts(&service_of(&env)), vec![second]);
+    assert_eq!(secret_of(&env, &ss, "gh").as_deref(), Some("tok-new"));
 }
 
 /// True while `pid` is a live process (a zombie is not).
@@ -673,7 +762,7 @@ fn connector_set_facing_an_impostor_sends_it_no_byte_of_the_secret() {
         std::fs::read(&heard).unwrap().is_empty(),
         "bytes reached the impostor"
     );
-    assert_eq!(ss.lookup(&service_of(&env), "gh"), None);
+    assert!(ss.accounts(&service_of(&env)).is_empty());
 }
 
 /// Reads the relay's output up to the answer whose id is `id` (its JSON text); keeps the other

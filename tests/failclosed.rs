@@ -285,18 +285,57 @@ while True:
         .collect();
     // Both the process that became Holdcall and its forked listener die with the test.
     let _guard = KillOnDrop(pids);
-    let mut r = env.relay("demo");
-    r.handshake();
-    r.send(&call("1", "echo", r#"{"text":"a"}"#));
-    assert_no_decision(&r.recv_json());
-    r.barrier(1);
-    assert!(
-        !r.recorded()
-            .iter()
-            .any(|l| l.windows(10).any(|w| w == b"tools/call"))
-    );
-    let stderr = r.finish();
+    // The session is never opened (its answer came from the wrong process), so the relay starts
+    // no server at all and says why.
+    let marker = env.dir.path().join("server-ran");
+    let out = env
+        .cmd(&[
+            "serve",
+            "--connector",
+            "demo",
+            "--",
+            "/bin/sh",
+            "-c",
+            &format!("touch '{}'", marker.display()),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("instead of the verified pid"), "{stderr}");
+    assert!(stderr.contains("no server was started"), "{stderr}");
+    assert!(!marker.exists(), "the server ran");
     let _ = imp.kill();
     let _ = imp.wait();
+}
+
+#[test]
+fn a_session_the_daemon_cannot_open_starts_no_server() {
+    // A verified daemon that does not open the session may hold this connector's registration;
+    // running the command given after `--` instead could run a server it was meant to replace.
+    let env = Env::new();
+    env.ok(&["daemon", "start"]);
+    let db = rusqlite::Connection::open(env.db()).unwrap();
+    db.execute_batch(
+        "CREATE TRIGGER no_more BEFORE INSERT ON journal BEGIN SELECT RAISE(ABORT, 'disk says no'); END;",
+    )
+    .unwrap();
+    let marker = env.dir.path().join("server-ran");
+    let out = env
+        .cmd(&[
+            "serve",
+            "--connector",
+            "demo",
+            "--",
+            "/bin/sh",
+            "-c",
+            &format!("touch '{}'", marker.display()),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no server was started"), "{stderr}");
+    assert!(!marker.exists(), "the server ran");
+    db.execute_batch("DROP TRIGGER no_more;").unwrap();
 }

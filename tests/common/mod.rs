@@ -573,7 +573,24 @@ impl SecretService {
         cmd
     }
 
-    /// The secret stored for `connector` under `service`, as secret-tool reads it (None if
+    /// The accounts (`NAME#SECRET_ID`) holding a secret under `service`, as secret-tool finds
+    /// them.
+    pub fn accounts(&self, service: &str) -> Vec<String> {
+        let out = self
+            .env(Command::new("secret-tool"))
+            .args(["search", "--all", "service", service])
+            .stdin(Stdio::null())
+            .output()
+            .expect("secret-tool runs (Debian package libsecret-tools)");
+        // secret-tool prints an item's attributes on stderr (its label and secret on stdout).
+        String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .filter_map(|l| l.strip_prefix("attribute.username = "))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The secret stored for `account` under `service`, as secret-tool reads it (None if
     /// there is none).
     pub fn lookup(&self, service: &str, connector: &str) -> Option<String> {
         let out = self
