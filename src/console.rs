@@ -111,7 +111,9 @@ struct Shared {
 impl Shared {
     fn view(&self) -> std::sync::MutexGuard<'_, View> {
         // A request that panicked left a view that is still whole: each change is one assignment.
-        self.view.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.view
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -864,7 +866,11 @@ fn snapshot_json(
     // Decisions per hour, for the overview's chart.
     let mut per_hour: BTreeMap<String, BTreeMap<&str, usize>> = BTreeMap::new();
     for c in &p.calls {
-        let hour = c.occurred_at.get(..13).unwrap_or(&c.occurred_at).to_string();
+        let hour = c
+            .occurred_at
+            .get(..13)
+            .unwrap_or(&c.occurred_at)
+            .to_string();
         *per_hour
             .entry(hour)
             .or_default()
@@ -909,7 +915,12 @@ fn events_json(
 
 async fn api_snapshot(State(shared): State<Arc<Shared>>) -> Response {
     let snap = read(&shared, |reader, shared| {
-        snapshot_json(reader, shared.db.display().to_string(), shared.machine_id.as_deref(), &mut shared.view())
+        snapshot_json(
+            reader,
+            shared.db.display().to_string(),
+            shared.machine_id.as_deref(),
+            &mut shared.view(),
+        )
     })
     .await;
     let mut snap = match snap {
@@ -952,6 +963,56 @@ async fn api_events(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
     }
 }
 
+/// One session's summary and its newest `CONSOLE_SESSION_EVENTS_MAX` entries, with how many
+/// earlier ones are not shown; None when no entry names it.
+fn session_page(reader: &Reader, id: &str) -> Result<Option<Value>, crate::journal::JournalError> {
+    let entries: Vec<Entry> = reader
+        .entries(&LogFilter {
+            session: Some(id.to_string()),
+            ..LogFilter::default()
+        })?
+        .into_iter()
+        .filter(|e| e.fields.session_id.as_deref() == Some(id))
+        .collect();
+    let p = Projection::build(&entries);
+    let more = entries
+        .len()
+        .saturating_sub(limits::CONSOLE_SESSION_EVENTS_MAX);
+    Ok(p.sessions.first().map(|s| {
+        json!({
+            "session": session_json(s),
+            "events": entries.iter().skip(more).map(|e| entry_json(e, Some(&p))).collect::<Vec<_>>(),
+            "earlier_not_shown": more,
+        })
+    }))
+}
+
+/// The newest `CONSOLE_POLICY_HISTORY_MAX` policy changes, newest first, and how many older
+/// ones are not shown.
+fn policy_history(reader: &Reader) -> Result<(Vec<Value>, usize), crate::journal::JournalError> {
+    let changes = reader.entries(&LogFilter {
+        kind: Some("policy.change".into()),
+        ..LogFilter::default()
+    })?;
+    let older = changes
+        .len()
+        .saturating_sub(limits::CONSOLE_POLICY_HISTORY_MAX);
+    let history = changes
+        .iter()
+        .rev()
+        .take(limits::CONSOLE_POLICY_HISTORY_MAX)
+        .map(|e| {
+            json!({
+                "chain_seq": e.chain_seq,
+                "occurred_at": e.occurred_at,
+                "reason": opt(&e.fields.reason),
+                "diff": e.fields.detail.as_deref().map(projection::visible_lines),
+            })
+        })
+        .collect();
+    Ok((history, older))
+}
+
 async fn api_session(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
     let q = match parse_query(uri.query(), &["id"]) {
         Ok(q) => q,
@@ -968,28 +1029,7 @@ async fn api_session(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
     {
         return bad_request("id must be 1 to 128 letters, digits, - or _");
     }
-    let v = read(&shared, move |reader, _| {
-        let entries: Vec<Entry> = reader
-            .entries(&LogFilter {
-                session: Some(id.clone()),
-                ..LogFilter::default()
-            })?
-            .into_iter()
-            .filter(|e| e.fields.session_id.as_deref() == Some(id.as_str()))
-            .collect();
-        let p = Projection::build(&entries);
-        let more = entries
-            .len()
-            .saturating_sub(limits::CONSOLE_SESSION_EVENTS_MAX);
-        Ok(p.sessions.first().map(|s| {
-            json!({
-                "session": session_json(s),
-                "events": entries.iter().skip(more).map(|e| entry_json(e, Some(&p))).collect::<Vec<_>>(),
-                "earlier_not_shown": more,
-            })
-        }))
-    })
-    .await;
+    let v = read(&shared, move |reader, _| session_page(reader, &id)).await;
     match v {
         Ok(Some(v)) => json_response(&v),
         Ok(None) => plain(StatusCode::NOT_FOUND, "no entries for that session"),
@@ -1033,27 +1073,8 @@ async fn api_policy(State(shared): State<Arc<Shared>>) -> Response {
                 })
             })
             .collect();
-        let changes = reader.entries(&LogFilter {
-            kind: Some("policy.change".into()),
-            ..LogFilter::default()
-        })?;
-        let older = changes
-            .len()
-            .saturating_sub(limits::CONSOLE_POLICY_HISTORY_MAX);
-        let history: Vec<Value> = changes
-            .iter()
-            .rev()
-            .take(limits::CONSOLE_POLICY_HISTORY_MAX)
-            .map(|e| {
-                json!({
-                    "chain_seq": e.chain_seq,
-                    "occurred_at": e.occurred_at,
-                    "reason": opt(&e.fields.reason),
-                    "diff": e.fields.detail.as_deref().map(projection::visible_lines),
-                })
-            })
-            .collect();
-        Ok((rules, budgets, stored_agents, connectors, (history, older)))
+        let history = policy_history(reader)?;
+        Ok((rules, budgets, stored_agents, connectors, history))
     })
     .await;
     let (rules, budgets, stored_agents, connectors, (history, older)) = match v {
@@ -1271,7 +1292,10 @@ mod tests {
         let cursor = poll(&reader, &mut view, 0);
         assert_eq!(cursor, 5000);
         // Each entry once for its page, once into the projection, once for the chain check.
-        eprintln!("catching up on {total} entries read {} rows", view.rows_read);
+        eprintln!(
+            "catching up on {total} entries read {} rows",
+            view.rows_read
+        );
         assert!(view.rows_read <= 3 * total, "{} rows read", view.rows_read);
         assert_eq!(view.verify_runs, 1);
         let after_catch_up = view.rows_read;
@@ -1311,6 +1335,44 @@ mod tests {
             serde_json::to_value(&view.projection).unwrap(),
             serde_json::to_value(&whole).unwrap()
         );
+    }
+
+    #[test]
+    fn a_long_session_and_a_long_policy_history_are_cut_and_say_how_many_more() {
+        use crate::journal::{Durability, Fields, Journal, Kind};
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("journal.db");
+        // One session of 600 calls: 1,202 entries.
+        journal_of(&db, "long", 1, 600);
+        let mut j = Journal::open(&db, "m", Durability::Process).unwrap();
+        let changes = (0..limits::CONSOLE_POLICY_HISTORY_MAX + 7)
+            .map(|i| {
+                (
+                    Kind::PolicyChange,
+                    Fields {
+                        reason: Some(format!("change {i}")),
+                        ..Fields::default()
+                    },
+                )
+            })
+            .collect();
+        j.append_many(changes).unwrap();
+        let reader = Reader::open(&db).unwrap();
+        let page = session_page(&reader, "long-0").unwrap().unwrap();
+        let events = page["events"].as_array().unwrap();
+        assert_eq!(events.len(), limits::CONSOLE_SESSION_EVENTS_MAX);
+        assert_eq!(
+            page["earlier_not_shown"],
+            1202 - limits::CONSOLE_SESSION_EVENTS_MAX
+        );
+        // The newest are shown, ending with the session's end.
+        assert_eq!(events.last().unwrap()["kind"], "session.end");
+        assert_eq!(page["session"]["calls"], 600);
+        let (history, older) = policy_history(&reader).unwrap();
+        assert_eq!(history.len(), limits::CONSOLE_POLICY_HISTORY_MAX);
+        assert_eq!(older, 7);
+        let newest = format!("change {}", limits::CONSOLE_POLICY_HISTORY_MAX + 6);
+        assert_eq!(history[0]["reason"], newest.as_str());
     }
 
     #[test]

@@ -651,9 +651,8 @@ fn an_http10_request_without_host_and_one_with_two_hosts_get_421() {
     let env = home_with_a_journal();
     let c = Console::start(&env);
     let host = c.host();
-    let two = format!(
-        "GET / HTTP/1.1\r\nHost: {host}\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    );
+    let two =
+        format!("GET / HTTP/1.1\r\nHost: {host}\r\nHost: {host}\r\nConnection: close\r\n\r\n");
     let auth = format!("Authorization: Bearer {}\r\n", c.token);
     for req in [
         "GET / HTTP/1.0\r\n\r\n".to_string(),
