@@ -188,8 +188,8 @@ function overview() {
         el("div", { class: "big " + chainClass }, j.chain),
         el("div", { class: "muted" }, count(j.entries, "entry", "entries")),
         j.head ? el("div", { class: "mono", title: j.head }, "head " + short(j.head, 16) + "…") : null,
-        j.verified_at ? el("div", { class: "muted" }, "verified at " + when(j.verified_at) + ", head " + short(j.head, 16) +
-          " (checked again at most every " + j.verify_every_s + " s)") : null,
+        j.verified_at ? el("div", { class: "muted", title: "checked again at most every " + j.verify_every_s + " s" },
+          "verified at " + when(j.verified_at)) : null,
         j.problems.map((p) => el("div", { class: "bad" }, "entry " + p.chain_seq + ": " + p.message))),
       el("div", { class: "card" }, el("div", { class: "muted" }, "Calls"),
         el("div", { class: "big" }, String(total)),
