@@ -188,6 +188,8 @@ function overview() {
         el("div", { class: "big " + chainClass }, j.chain),
         el("div", { class: "muted" }, count(j.entries, "entry", "entries")),
         j.head ? el("div", { class: "mono", title: j.head }, "head " + short(j.head, 16) + "…") : null,
+        j.verified_at ? el("div", { class: "muted", title: "checked again at most every " + j.verify_every_s + " s" },
+          "verified at " + when(j.verified_at)) : null,
         j.problems.map((p) => el("div", { class: "bad" }, "entry " + p.chain_seq + ": " + p.message))),
       el("div", { class: "card" }, el("div", { class: "muted" }, "Calls"),
         el("div", { class: "big" }, String(total)),
@@ -377,6 +379,7 @@ async function sessions(id) {
       el("p", {}, el("a", { href: "#sessions" }, "All sessions")),
       el("p", {}, "connector " + (ss.connector || "?") + ", client " + (ss.client || "-") + ", agent " + (ss.agent || "(unenrolled)") +
         ", " + ss.state + (ss.protocol_version ? ", protocol " + ss.protocol_version : "")),
+      data.earlier_not_shown ? el("p", { class: "muted" }, "… " + data.earlier_not_shown + " earlier entries not shown (`holdcall log --session` lists them all)") : null,
       el("ol", { class: "timeline" }, data.events.map((e) => el("li", {},
         el("a", { href: "#journal/" + e.chain_seq }, "#" + e.chain_seq), " ", when(e.occurred_at), " ",
         el("strong", {}, e.kind), " ", e.tool ? e.tool + " " : "", stateLabel(e.state), " ", e.why))),
@@ -430,6 +433,7 @@ async function policy() {
     out.push(el("details", {}, el("summary", {}, "entry " + h.chain_seq + ", " + when(h.occurred_at) + ": " + (h.reason || "")),
       diffBlock(h.diff)));
   }
+  if (p.history_not_shown) out.push(el("p", { class: "muted" }, "… " + p.history_not_shown + " more not shown (`holdcall policy history` lists them all)"));
   return out;
 }
 

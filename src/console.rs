@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::body::Body;
@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 use crate::approval::visible;
 use crate::config::Home;
-use crate::journal::{Entry, LogFilter, Reader};
+use crate::journal::{Entry, LogFilter, Reader, VerifyReport};
 use crate::limits;
 use crate::projection::{self, Projection};
 use crate::wire::{self, Request as WireRequest, Response as WireResponse, WireError};
@@ -105,6 +105,102 @@ struct Shared {
     db: PathBuf,
     token: String,
     machine_id: Option<String>,
+    /// The projection and chain check the page's requests share (one at a time).
+    view: Mutex<View>,
+}
+
+impl Shared {
+    fn view(&self) -> std::sync::MutexGuard<'_, View> {
+        // A request that panicked left a view that is still whole: each change is one assignment.
+        self.view
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// What the console has read of the journal, kept between requests: a projection of the newest
+/// entries that grows by the entries appended since (each read once), and the last check of the
+/// whole chain, run again at most once per `limits::CONSOLE_VERIFY_INTERVAL`.
+#[derive(Default)]
+pub struct View {
+    /// The chain_seq of the newest entry in `projection` (0: nothing read yet).
+    head: i64,
+    projection: Projection,
+    /// The last chain check, with when it ran.
+    verified: Option<Verified>,
+    /// Journal rows read for this view and for the pages it answered (a measure of the work).
+    rows_read: usize,
+    /// How many times the whole chain was checked.
+    verify_runs: usize,
+}
+
+struct Verified {
+    at: std::time::Instant,
+    /// When it ran, RFC 3339 UTC.
+    at_text: String,
+    report: VerifyReport,
+}
+
+impl View {
+    /// Reads the entries appended since the last call into the projection. The first call (or
+    /// one after more than `CONSOLE_PROJECTION_ENTRIES_MAX` new entries, or once the projection
+    /// holds twice that many) reads the newest `CONSOLE_PROJECTION_ENTRIES_MAX` afresh.
+    fn catch_up(&mut self, reader: &Reader) -> Result<(), crate::journal::JournalError> {
+        let max = limits::CONSOLE_PROJECTION_ENTRIES_MAX;
+        if self.head > 0 && self.projection.entries_read() < 2 * max {
+            let mut added = 0;
+            loop {
+                let page = reader.entries_after(self.head, limits::CONSOLE_EVENTS_MAX)?;
+                self.rows_read += page.len();
+                for e in &page {
+                    self.projection.add(e);
+                    self.head = e.chain_seq;
+                }
+                added += page.len();
+                if page.len() < limits::CONSOLE_EVENTS_MAX {
+                    if added > 0 {
+                        self.projection.settle();
+                    }
+                    return Ok(());
+                }
+                if added >= max {
+                    break;
+                }
+            }
+        }
+        let entries = newest(reader)?;
+        self.rows_read += entries.len();
+        self.projection = Projection::build(&entries);
+        self.head = entries.last().map_or(0, |e| e.chain_seq);
+        Ok(())
+    }
+
+    /// The last chain check, run again when it is older than `CONSOLE_VERIFY_INTERVAL`.
+    fn verified(
+        &mut self,
+        reader: &Reader,
+        machine_id: Option<&str>,
+    ) -> Result<&Verified, crate::journal::JournalError> {
+        let stale = self
+            .verified
+            .as_ref()
+            .is_none_or(|v| v.at.elapsed() >= limits::CONSOLE_VERIFY_INTERVAL);
+        if stale {
+            let report = reader.verify(machine_id, None)?;
+            self.verify_runs += 1;
+            self.rows_read += usize::try_from(report.entries).unwrap_or(0);
+            self.verified = Some(Verified {
+                at: std::time::Instant::now(),
+                at_text: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                report,
+            });
+        }
+        self.verified
+            .as_ref()
+            .ok_or(crate::journal::JournalError::NoJournalYet {
+                path: reader.path().to_path_buf(),
+            })
+    }
 }
 
 /// Runs the console until the process is stopped. Prints the address (with the token in its
@@ -151,7 +247,12 @@ pub fn run(opts: Options) -> Result<i32, ConsoleError> {
             db,
             token,
             machine_id,
+            view: Mutex::new(View::default()),
         });
+        let listener = Bounded {
+            inner: listener,
+            slots: Arc::new(tokio::sync::Semaphore::new(limits::CONSOLE_CONNECTIONS_MAX)),
+        };
         axum::serve(listener, router(shared))
             .with_graceful_shutdown(stop_signal())
             .await
@@ -174,6 +275,113 @@ async fn stop_signal() {
         }
         // Without handlers the default dispositions stop the process, which is also a stop.
         _ => std::future::pending::<()>().await,
+    }
+}
+
+/// The console's listener: at most `CONSOLE_CONNECTIONS_MAX` connections at once (the next one
+/// waits in the kernel's queue until one closes), each closed when it goes
+/// `CONSOLE_IDLE_TIMEOUT` without an answer being written (a client that never finishes its
+/// headers, or an idle keep-alive connection).
+struct Bounded {
+    inner: tokio::net::TcpListener,
+    slots: Arc<tokio::sync::Semaphore>,
+}
+
+impl axum::serve::Listener for Bounded {
+    type Io = Guarded;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Guarded, SocketAddr) {
+        let permit = match self.slots.clone().acquire_owned().await {
+            Ok(p) => p,
+            // The semaphore is never closed; were it, accept no more connections.
+            Err(_) => std::future::pending().await,
+        };
+        let (io, addr) = axum::serve::Listener::accept(&mut self.inner).await;
+        let deadline = Box::pin(tokio::time::sleep(limits::CONSOLE_IDLE_TIMEOUT));
+        (
+            Guarded {
+                io,
+                deadline,
+                _slot: permit,
+            },
+            addr,
+        )
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+}
+
+/// One connection, holding its slot until it closes. Reading fails with `TimedOut` once
+/// `CONSOLE_IDLE_TIMEOUT` has passed since it opened or since the console last wrote to it.
+struct Guarded {
+    io: tokio::net::TcpStream,
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+    _slot: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl tokio::io::AsyncRead for Guarded {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        use std::future::Future as _;
+        if self.deadline.as_mut().poll(cx).is_ready() {
+            return std::task::Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "no complete request in time",
+            )));
+        }
+        std::pin::Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Guarded {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let wrote = std::pin::Pin::new(&mut self.io).poll_write(cx, buf);
+        if matches!(wrote, std::task::Poll::Ready(Ok(_))) {
+            let next = tokio::time::Instant::now() + limits::CONSOLE_IDLE_TIMEOUT;
+            self.deadline.as_mut().reset(next);
+        }
+        wrote
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let wrote = std::pin::Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        if matches!(wrote, std::task::Poll::Ready(Ok(_))) {
+            let next = tokio::time::Instant::now() + limits::CONSOLE_IDLE_TIMEOUT;
+            self.deadline.as_mut().reset(next);
+        }
+        wrote
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
     }
 }
 
@@ -205,7 +413,13 @@ const PUBLIC_PATHS: [&str; 4] = ["/", "/app.js", "/style.css", "/icon.svg"];
 async fn guard(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Response {
     let mut res = match check(&shared, &req) {
         Some(refusal) => refusal,
-        None => next.run(req).await,
+        None => match tokio::time::timeout(limits::CONSOLE_REQUEST_TIMEOUT, next.run(req)).await {
+            Ok(res) => res,
+            Err(_) => plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the console took too long to read the journal; the page asks again",
+            ),
+        },
     };
     let h = res.headers_mut();
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -618,50 +832,90 @@ fn newest(reader: &Reader) -> Result<Vec<Entry>, crate::journal::JournalError> {
     })
 }
 
+/// The overview: the last chain check, and the counts, sessions and gaps of the projection.
+fn snapshot_json(
+    reader: &Reader,
+    path: String,
+    machine_id: Option<&str>,
+    view: &mut View,
+) -> Result<Value, crate::journal::JournalError> {
+    view.catch_up(reader)?;
+    let checked = view.verified(reader, machine_id)?;
+    let report = &checked.report;
+    let journal = json!({
+        "path": path,
+        "entries": report.entries,
+        "head": report.head,
+        "chain": report.state,
+        "problems": report.problems.iter().take(20).map(|pr| json!({"chain_seq": pr.chain_seq, "message": pr.message})).collect::<Vec<_>>(),
+        "verified_at": checked.at_text,
+        "verify_every_s": limits::CONSOLE_VERIFY_INTERVAL.as_secs(),
+        "cursor": view.head,
+    });
+    let p = &view.projection;
+    let policies = reader.policies()?.len();
+    let budgets = reader.budgets()?.len();
+    let mut sessions: Vec<Value> = p.sessions.iter().rev().map(session_json).collect();
+    sessions.truncate(limits::CONSOLE_SESSIONS_MAX);
+    let newest_calls: Vec<Value> = p.calls.iter().rev().take(20).map(call_json).collect();
+    // Decisions per hour, for the overview's chart.
+    let mut per_hour: BTreeMap<String, BTreeMap<&str, usize>> = BTreeMap::new();
+    for c in &p.calls {
+        let hour = c
+            .occurred_at
+            .get(..13)
+            .unwrap_or(&c.occurred_at)
+            .to_string();
+        *per_hour
+            .entry(hour)
+            .or_default()
+            .entry(c.state.as_str())
+            .or_insert(0) += 1;
+    }
+    let gaps = &p.gaps;
+    Ok(json!({
+        "journal": journal,
+        "counts": p.counts(),
+        "per_hour": per_hour,
+        "newest_calls": newest_calls,
+        "sessions": sessions,
+        "gaps": {
+            "unfinished_sessions": gaps.unfinished_sessions.iter().map(|s| visible(s)).collect::<Vec<_>>(),
+            "calls_without_outcome": gaps.calls_without_outcome.iter().map(|(s, seq, at)| json!({"session_id": visible(s), "seq": seq, "chain_seq": at})).collect::<Vec<_>>(),
+            "entries_without_call": gaps.entries_without_call,
+            "entries_without_session": gaps.entries_without_session,
+            "anomalies": gaps.anomalies,
+        },
+        "policy": {"rules": policies, "budgets": budgets},
+    }))
+}
+
+/// One page of entries after `after`, each with what became of its call (from the view).
+fn events_json(
+    reader: &Reader,
+    view: &mut View,
+    after: i64,
+    limit: usize,
+) -> Result<Value, crate::journal::JournalError> {
+    let entries = reader.entries_after(after, limit)?;
+    view.rows_read += entries.len();
+    // Read after the page, so the projection holds every entry of it that is new enough.
+    view.catch_up(reader)?;
+    let cursor = entries.last().map_or(after, |e| e.chain_seq);
+    Ok(json!({
+        "events": entries.iter().map(|e| entry_json(e, Some(&view.projection))).collect::<Vec<_>>(),
+        "cursor": cursor,
+    }))
+}
+
 async fn api_snapshot(State(shared): State<Arc<Shared>>) -> Response {
     let snap = read(&shared, |reader, shared| {
-        let report = reader.verify(shared.machine_id.as_deref(), None)?;
-        let entries = newest(reader)?;
-        let p = Projection::build(&entries);
-        let policies = reader.policies()?.len();
-        let budgets = reader.budgets()?.len();
-        let cursor = entries.last().map_or(0, |e| e.chain_seq);
-        let mut sessions: Vec<Value> = p.sessions.iter().rev().map(session_json).collect();
-        sessions.truncate(limits::CONSOLE_SESSIONS_MAX);
-        let newest_calls: Vec<Value> = p.calls.iter().rev().take(20).map(call_json).collect();
-        // Decisions per hour, for the overview's chart.
-        let mut per_hour: BTreeMap<String, BTreeMap<&str, usize>> = BTreeMap::new();
-        for c in &p.calls {
-            let hour = c.occurred_at.get(..13).unwrap_or(&c.occurred_at).to_string();
-            *per_hour
-                .entry(hour)
-                .or_default()
-                .entry(c.state.as_str())
-                .or_insert(0) += 1;
-        }
-        let gaps = &p.gaps;
-        Ok(json!({
-            "journal": {
-                "path": shared.db.display().to_string(),
-                "entries": report.entries,
-                "head": report.head,
-                "chain": report.state,
-                "problems": report.problems.iter().take(20).map(|pr| json!({"chain_seq": pr.chain_seq, "message": pr.message})).collect::<Vec<_>>(),
-                "cursor": cursor,
-            },
-            "counts": p.counts(),
-            "per_hour": per_hour,
-            "newest_calls": newest_calls,
-            "sessions": sessions,
-            "gaps": {
-                "unfinished_sessions": gaps.unfinished_sessions.iter().map(|s| visible(s)).collect::<Vec<_>>(),
-                "calls_without_outcome": gaps.calls_without_outcome.iter().map(|(s, seq, at)| json!({"session_id": visible(s), "seq": seq, "chain_seq": at})).collect::<Vec<_>>(),
-                "entries_without_call": gaps.entries_without_call,
-                "entries_without_session": gaps.entries_without_session,
-                "anomalies": gaps.anomalies,
-            },
-            "policy": {"rules": policies, "budgets": budgets},
-        }))
+        snapshot_json(
+            reader,
+            shared.db.display().to_string(),
+            shared.machine_id.as_deref(),
+            &mut shared.view(),
+        )
     })
     .await;
     let mut snap = match snap {
@@ -694,21 +948,64 @@ async fn api_events(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
         Some(l) if (1..=limits::CONSOLE_EVENTS_MAX).contains(&l) => l,
         _ => limits::CONSOLE_EVENTS_MAX,
     };
-    let v = read(&shared, move |reader, _| {
-        let entries = reader.entries_after(after, limit)?;
-        // Call states come from the whole projection, so a call's line says what became of it.
-        let p = Projection::build(&newest(reader)?);
-        let cursor = entries.last().map_or(after, |e| e.chain_seq);
-        Ok(json!({
-            "events": entries.iter().map(|e| entry_json(e, Some(&p))).collect::<Vec<_>>(),
-            "cursor": cursor,
-        }))
+    let v = read(&shared, move |reader, shared| {
+        events_json(reader, &mut shared.view(), after, limit)
     })
     .await;
     match v {
         Ok(v) => json_response(&v),
         Err(r) => r,
     }
+}
+
+/// One session's summary and its newest `CONSOLE_SESSION_EVENTS_MAX` entries, with how many
+/// earlier ones are not shown; None when no entry names it.
+fn session_page(reader: &Reader, id: &str) -> Result<Option<Value>, crate::journal::JournalError> {
+    let entries: Vec<Entry> = reader
+        .entries(&LogFilter {
+            session: Some(id.to_string()),
+            ..LogFilter::default()
+        })?
+        .into_iter()
+        .filter(|e| e.fields.session_id.as_deref() == Some(id))
+        .collect();
+    let p = Projection::build(&entries);
+    let more = entries
+        .len()
+        .saturating_sub(limits::CONSOLE_SESSION_EVENTS_MAX);
+    Ok(p.sessions.first().map(|s| {
+        json!({
+            "session": session_json(s),
+            "events": entries.iter().skip(more).map(|e| entry_json(e, Some(&p))).collect::<Vec<_>>(),
+            "earlier_not_shown": more,
+        })
+    }))
+}
+
+/// The newest `CONSOLE_POLICY_HISTORY_MAX` policy changes, newest first, and how many older
+/// ones are not shown.
+fn policy_history(reader: &Reader) -> Result<(Vec<Value>, usize), crate::journal::JournalError> {
+    let changes = reader.entries(&LogFilter {
+        kind: Some("policy.change".into()),
+        ..LogFilter::default()
+    })?;
+    let older = changes
+        .len()
+        .saturating_sub(limits::CONSOLE_POLICY_HISTORY_MAX);
+    let history = changes
+        .iter()
+        .rev()
+        .take(limits::CONSOLE_POLICY_HISTORY_MAX)
+        .map(|e| {
+            json!({
+                "chain_seq": e.chain_seq,
+                "occurred_at": e.occurred_at,
+                "reason": opt(&e.fields.reason),
+                "diff": e.fields.detail.as_deref().map(projection::visible_lines),
+            })
+        })
+        .collect();
+    Ok((history, older))
 }
 
 async fn api_session(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
@@ -727,24 +1024,7 @@ async fn api_session(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
     {
         return bad_request("id must be 1 to 128 letters, digits, - or _");
     }
-    let v = read(&shared, move |reader, _| {
-        let entries: Vec<Entry> = reader
-            .entries(&LogFilter {
-                session: Some(id.clone()),
-                ..LogFilter::default()
-            })?
-            .into_iter()
-            .filter(|e| e.fields.session_id.as_deref() == Some(id.as_str()))
-            .collect();
-        let p = Projection::build(&entries);
-        Ok(p.sessions.first().map(|s| {
-            json!({
-                "session": session_json(s),
-                "events": entries.iter().map(|e| entry_json(e, Some(&p))).collect::<Vec<_>>(),
-            })
-        }))
-    })
-    .await;
+    let v = read(&shared, move |reader, _| session_page(reader, &id)).await;
     match v {
         Ok(Some(v)) => json_response(&v),
         Ok(None) => plain(StatusCode::NOT_FOUND, "no entries for that session"),
@@ -788,26 +1068,11 @@ async fn api_policy(State(shared): State<Arc<Shared>>) -> Response {
                 })
             })
             .collect();
-        let history: Vec<Value> = reader
-            .entries(&LogFilter {
-                kind: Some("policy.change".into()),
-                ..LogFilter::default()
-            })?
-            .iter()
-            .rev()
-            .map(|e| {
-                json!({
-                    "chain_seq": e.chain_seq,
-                    "occurred_at": e.occurred_at,
-                    "reason": opt(&e.fields.reason),
-                    "diff": e.fields.detail.as_deref().map(projection::visible_lines),
-                })
-            })
-            .collect();
+        let history = policy_history(reader)?;
         Ok((rules, budgets, stored_agents, connectors, history))
     })
     .await;
-    let (rules, budgets, stored_agents, connectors, history) = match v {
+    let (rules, budgets, stored_agents, connectors, (history, older)) = match v {
         Ok(v) => v,
         Err(r) => return r,
     };
@@ -853,6 +1118,7 @@ async fn api_policy(State(shared): State<Arc<Shared>>) -> Response {
         "agents_note": agents_note,
         "connectors": connectors,
         "history": history,
+        "history_not_shown": older,
     }))
 }
 
@@ -946,6 +1212,163 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
     use super::*;
     use crate::policy::{Effect, Scope};
+
+    /// A journal of `sessions` sessions of `calls` allowed calls each (start, requests with
+    /// outcomes, end): `sessions * (2 + 2 * calls)` entries.
+    fn journal_of(db: &std::path::Path, name: &str, sessions: usize, calls: usize) {
+        use crate::journal::{Durability, Fields, Journal, Kind};
+        let mut j = Journal::open(db, "m", Durability::Process).unwrap();
+        for s in 0..sessions {
+            let sid = format!("{name}-{s}");
+            let on = |seq: Option<i64>| Fields {
+                session_id: Some(sid.clone()),
+                seq,
+                ..Fields::default()
+            };
+            let mut items = vec![(Kind::SessionStart, on(None))];
+            for c in 0..calls {
+                let seq = Some(i64::try_from(c).unwrap() + 1);
+                items.push((
+                    Kind::CallRequest,
+                    Fields {
+                        decision: Some("allow".into()),
+                        tool: Some("echo".into()),
+                        ..on(seq)
+                    },
+                ));
+                items.push((
+                    Kind::CallOutcome,
+                    Fields {
+                        ok: Some(true),
+                        duration_ms: Some(1),
+                        ..on(seq)
+                    },
+                ));
+            }
+            items.push((Kind::SessionEnd, on(None)));
+            j.append_many(items).unwrap();
+        }
+    }
+
+    /// What the page does on each poll: every page of events after its cursor, then the
+    /// overview when something was new. Returns the cursor.
+    fn poll(reader: &Reader, view: &mut View, mut cursor: i64) -> i64 {
+        let mut fresh = false;
+        loop {
+            let page = events_json(reader, view, cursor, limits::CONSOLE_EVENTS_MAX).unwrap();
+            let n = page["events"].as_array().unwrap().len();
+            for e in page["events"].as_array().unwrap() {
+                if e["kind"] == "call.request" {
+                    assert_eq!(e["state"], "allowed", "{e}");
+                }
+            }
+            cursor = page["cursor"].as_i64().unwrap();
+            fresh |= n > 0;
+            if n < limits::CONSOLE_EVENTS_MAX {
+                break;
+            }
+        }
+        if fresh {
+            snapshot_json(reader, String::new(), Some("m"), view).unwrap();
+        }
+        cursor
+    }
+
+    #[test]
+    fn catching_up_on_a_large_journal_reads_each_entry_a_bounded_number_of_times() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("journal.db");
+        // 50 sessions of 49 calls: 5,000 entries.
+        journal_of(&db, "a", 50, 49);
+        let reader = Reader::open(&db).unwrap();
+        let total = usize::try_from(reader.count().unwrap()).unwrap();
+        assert_eq!(total, 5000);
+        let mut view = View::default();
+        let cursor = poll(&reader, &mut view, 0);
+        assert_eq!(cursor, 5000);
+        // Each entry once for its page, once into the projection, once for the chain check.
+        eprintln!(
+            "catching up on {total} entries read {} rows",
+            view.rows_read
+        );
+        assert!(view.rows_read <= 3 * total, "{} rows read", view.rows_read);
+        assert_eq!(view.verify_runs, 1);
+        let after_catch_up = view.rows_read;
+        // Polls with nothing new read nothing more and check the chain no more.
+        for _ in 0..10 {
+            assert_eq!(poll(&reader, &mut view, cursor), cursor);
+        }
+        assert_eq!(view.rows_read, after_catch_up);
+        // New entries are read once for the page and once into the projection; the chain is
+        // not checked again within CONSOLE_VERIFY_INTERVAL.
+        journal_of(&db, "b", 1, 4);
+        let cursor = poll(&reader, &mut view, cursor);
+        assert_eq!(cursor, 5010);
+        assert_eq!(view.rows_read, after_catch_up + 2 * 10);
+        assert_eq!(view.verify_runs, 1);
+        let overview = snapshot_json(&reader, String::new(), Some("m"), &mut view).unwrap();
+        assert_eq!(overview["journal"]["chain"], "intact");
+        assert_eq!(overview["journal"]["cursor"], 5010);
+        assert!(overview["journal"]["verified_at"].is_string());
+        assert_eq!(overview["counts"]["allowed"], 50 * 49 + 4);
+        assert_eq!(overview["sessions"].as_array().unwrap().len(), 51);
+    }
+
+    #[test]
+    fn the_projection_grown_entry_by_entry_says_what_one_built_at_once_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("journal.db");
+        journal_of(&db, "a", 3, 5);
+        let reader = Reader::open(&db).unwrap();
+        let mut view = View::default();
+        events_json(&reader, &mut view, 0, 10).unwrap();
+        journal_of(&db, "b", 2, 2);
+        events_json(&reader, &mut view, 10, 1000).unwrap();
+        let all = reader.entries(&LogFilter::default()).unwrap();
+        let whole = Projection::build(&all);
+        assert_eq!(
+            serde_json::to_value(&view.projection).unwrap(),
+            serde_json::to_value(&whole).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_long_session_and_a_long_policy_history_are_cut_and_say_how_many_more() {
+        use crate::journal::{Durability, Fields, Journal, Kind};
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("journal.db");
+        // One session of 600 calls: 1,202 entries.
+        journal_of(&db, "long", 1, 600);
+        let mut j = Journal::open(&db, "m", Durability::Process).unwrap();
+        let changes = (0..limits::CONSOLE_POLICY_HISTORY_MAX + 7)
+            .map(|i| {
+                (
+                    Kind::PolicyChange,
+                    Fields {
+                        reason: Some(format!("change {i}")),
+                        ..Fields::default()
+                    },
+                )
+            })
+            .collect();
+        j.append_many(changes).unwrap();
+        let reader = Reader::open(&db).unwrap();
+        let page = session_page(&reader, "long-0").unwrap().unwrap();
+        let events = page["events"].as_array().unwrap();
+        assert_eq!(events.len(), limits::CONSOLE_SESSION_EVENTS_MAX);
+        assert_eq!(
+            page["earlier_not_shown"],
+            1202 - limits::CONSOLE_SESSION_EVENTS_MAX
+        );
+        // The newest are shown, ending with the session's end.
+        assert_eq!(events.last().unwrap()["kind"], "session.end");
+        assert_eq!(page["session"]["calls"], 600);
+        let (history, older) = policy_history(&reader).unwrap();
+        assert_eq!(history.len(), limits::CONSOLE_POLICY_HISTORY_MAX);
+        assert_eq!(older, 7);
+        let newest = format!("change {}", limits::CONSOLE_POLICY_HISTORY_MAX + 6);
+        assert_eq!(history[0]["reason"], newest.as_str());
+    }
 
     #[test]
     fn same_bytes_is_true_only_for_equal_strings_of_equal_length() {

@@ -217,3 +217,32 @@ pub const CONSOLE_SESSIONS_MAX: usize = 200;
 /// How long the console waits for the daemon's answer to one read request (held calls,
 /// explain, agents). The page asks again on its next poll.
 pub const CONSOLE_DAEMON_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Longest the console reuses one check of the whole chain (`Reader::verify`, which reads every
+/// entry) before running it again when the page asks. The page polls every 1.5 s; checking the
+/// chain on each poll would compete with the daemon for the CPU. The page says when it checked.
+pub const CONSOLE_VERIFY_INTERVAL: Duration = Duration::from_secs(30);
+
+/// Most connections the console serves at once; more wait in the kernel's queue until one
+/// closes. A browser opens about six per origin; the rest is room for `curl` and the tests.
+pub const CONSOLE_CONNECTIONS_MAX: usize = 32;
+
+/// Longest a console connection may go without the console writing to it: from the moment it
+/// opens, or from the end of its last answer, until the next answer starts. A client that never
+/// finishes its headers (slowloris), or an idle keep-alive connection, is closed after this.
+pub const CONSOLE_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Longest one console request may take before it is answered 503. Shorter than the idle
+/// timeout, so a slow answer is still written before its connection is closed.
+pub const CONSOLE_REQUEST_TIMEOUT: Duration = Duration::from_secs(8);
+
+const _: () = assert!(CONSOLE_REQUEST_TIMEOUT.as_secs() < CONSOLE_IDLE_TIMEOUT.as_secs());
+const _: () = assert!(CONSOLE_DAEMON_TIMEOUT.as_secs() < CONSOLE_REQUEST_TIMEOUT.as_secs());
+
+/// Most entries `/api/session` returns for one session (the newest); the answer says how many
+/// more there are.
+pub const CONSOLE_SESSION_EVENTS_MAX: usize = 1000;
+
+/// Most policy changes the console's policy view lists (the newest); the answer says how many
+/// more there are.
+pub const CONSOLE_POLICY_HISTORY_MAX: usize = 100;

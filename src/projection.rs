@@ -135,19 +135,40 @@ pub struct Projection {
     /// In order of their first entry.
     pub sessions: Vec<Session>,
     pub gaps: Gaps,
+    /// Where each call is in `calls`, by (session, seq).
+    #[serde(skip)]
+    call_at: HashMap<(String, i64), usize>,
+    /// Where each session is in `sessions`, by id.
+    #[serde(skip)]
+    session_at: HashMap<String, usize>,
+    /// How many entries were read into it.
+    #[serde(skip)]
+    read: usize,
 }
 
 impl Projection {
     /// Reads `entries` (in chain order; a window of the journal gives a window's answer).
     pub fn build(entries: &[Entry]) -> Projection {
         let mut p = Projection::default();
-        let mut call_at: HashMap<(String, i64), usize> = HashMap::new();
-        let mut session_at: HashMap<String, usize> = HashMap::new();
         for e in entries {
-            let f = &e.fields;
-            let sid = f.session_id.clone();
-            if let Some(id) = &sid {
-                let i = *session_at.entry(id.clone()).or_insert_with(|| {
+            p.add(e);
+        }
+        p.settle();
+        p
+    }
+
+    /// Reads one more entry, newer than every entry read so far. The console keeps one
+    /// projection and adds only the entries appended since, so no entry is read twice; call
+    /// [`Projection::settle`] before reading the gaps.
+    pub fn add(&mut self, e: &Entry) {
+        let p = self;
+        p.read += 1;
+        let f = &e.fields;
+        let sid = f.session_id.clone();
+        if let Some(id) = &sid {
+            let i = match p.session_at.get(id) {
+                Some(&i) => i,
+                None => {
                     p.sessions.push(Session {
                         id: id.clone(),
                         chain_seq: e.chain_seq,
@@ -165,138 +186,158 @@ impl Projection {
                         entries: Vec::new(),
                         started: false,
                     });
-                    p.sessions.len() - 1
-                });
-                if let Some(s) = p.sessions.get_mut(i) {
-                    s.entries.push(e.chain_seq);
-                    if e.kind != "session.start" && !s.started {
-                        p.gaps.entries_without_session.push(e.chain_seq);
-                    }
-                    match e.kind.as_str() {
-                        "session.start" => {
-                            s.started = true;
-                            s.chain_seq = e.chain_seq;
-                            s.started_at = Some(e.occurred_at.clone());
-                            s.connector = f.connector.clone();
-                            s.client = f.client.clone();
-                            s.agent = f.agent.clone();
-                        }
-                        "session.end" => {
-                            s.state = "ended";
-                            s.ended_at = Some(e.occurred_at.clone());
-                            s.end_reason = f.reason.clone();
-                            s.protocol_version = f.protocol_version.clone();
-                        }
-                        "anomaly" => s.anomalies += 1,
-                        _ => {}
-                    }
+                    let i = p.sessions.len() - 1;
+                    p.session_at.insert(id.clone(), i);
+                    i
                 }
-            }
-            match e.kind.as_str() {
-                "call.request" => {
-                    let (Some(id), Some(seq)) = (sid, f.seq) else {
-                        continue;
-                    };
-                    let decision = f.decision.clone().unwrap_or_default();
-                    let state = match decision.as_str() {
-                        "allow" => State::Allowed,
-                        "deny" => State::Denied,
-                        "over-budget" => State::OverBudget,
-                        "ask" => State::Held,
-                        _ => State::Undecided,
-                    };
-                    if let Some(s) = session_at.get(&id).and_then(|&i| p.sessions.get_mut(i)) {
-                        s.calls += 1;
-                        if !state.forwarded() && state != State::Held {
-                            s.refused += 1;
-                        }
+            };
+            if let Some(s) = p.sessions.get_mut(i) {
+                s.entries.push(e.chain_seq);
+                if e.kind != "session.start" && !s.started {
+                    p.gaps.entries_without_session.push(e.chain_seq);
+                }
+                match e.kind.as_str() {
+                    "session.start" => {
+                        s.started = true;
+                        s.chain_seq = e.chain_seq;
+                        s.started_at = Some(e.occurred_at.clone());
+                        s.connector = f.connector.clone();
+                        s.client = f.client.clone();
+                        s.agent = f.agent.clone();
                     }
-                    call_at.insert((id.clone(), seq), p.calls.len());
-                    p.calls.push(Call {
-                        chain_seq: e.chain_seq,
-                        occurred_at: e.occurred_at.clone(),
-                        session_id: id,
-                        seq,
-                        connector: f.connector.clone(),
-                        tool: f.tool.clone(),
-                        agent: f.agent.clone(),
-                        args_digest: f.args_digest.clone(),
-                        decision,
-                        policy_id: f.policy_id.clone(),
-                        reason: f.reason.clone(),
-                        state,
-                        hold: (state == State::Held)
-                            .then(|| f.policy_id.clone())
-                            .flatten(),
-                        cause: None,
-                        approval_seq: None,
-                        outcome: None,
-                        state_why: String::new(),
-                    });
-                }
-                "call.approval" | "call.outcome" => {
-                    let call = sid
-                        .zip(f.seq)
-                        .and_then(|k| call_at.get(&k))
-                        .and_then(|&i| p.calls.get_mut(i));
-                    let Some(call) = call else {
-                        p.gaps.entries_without_call.push(e.chain_seq);
-                        continue;
-                    };
-                    if e.kind == "call.outcome" {
-                        call.outcome = Some(Outcome {
-                            chain_seq: e.chain_seq,
-                            ok: f.ok == Some(true),
-                            duration_ms: f.duration_ms,
-                        });
-                    } else {
-                        call.state = if f.decision.as_deref() == Some("approved") {
-                            State::Approved
-                        } else {
-                            State::Rejected
-                        };
-                        call.hold = f.policy_id.clone().or(call.hold.take());
-                        call.cause = f.reason.clone();
-                        call.approval_seq = Some(e.chain_seq);
-                        if call.state == State::Rejected
-                            && let Some(s) = session_at
-                                .get(&call.session_id)
-                                .and_then(|&i| p.sessions.get_mut(i))
-                        {
-                            s.refused += 1;
-                        }
+                    "session.end" => {
+                        s.state = "ended";
+                        s.ended_at = Some(e.occurred_at.clone());
+                        s.end_reason = f.reason.clone();
+                        s.protocol_version = f.protocol_version.clone();
                     }
+                    "anomaly" => s.anomalies += 1,
+                    _ => {}
                 }
-                "anomaly" => {
-                    let name = f.anomaly.clone().unwrap_or_else(|| "unnamed".into());
-                    *p.gaps.anomalies.entry(name).or_insert(0) += 1;
-                }
-                _ => {}
             }
         }
+        match e.kind.as_str() {
+            "call.request" => {
+                let (Some(id), Some(seq)) = (sid, f.seq) else {
+                    return;
+                };
+                let decision = f.decision.clone().unwrap_or_default();
+                let state = match decision.as_str() {
+                    "allow" => State::Allowed,
+                    "deny" => State::Denied,
+                    "over-budget" => State::OverBudget,
+                    "ask" => State::Held,
+                    _ => State::Undecided,
+                };
+                if let Some(s) = p.session_at.get(&id).and_then(|&i| p.sessions.get_mut(i)) {
+                    s.calls += 1;
+                    if !state.forwarded() && state != State::Held {
+                        s.refused += 1;
+                    }
+                }
+                p.call_at.insert((id.clone(), seq), p.calls.len());
+                let mut call = Call {
+                    chain_seq: e.chain_seq,
+                    occurred_at: e.occurred_at.clone(),
+                    session_id: id,
+                    seq,
+                    connector: f.connector.clone(),
+                    tool: f.tool.clone(),
+                    agent: f.agent.clone(),
+                    args_digest: f.args_digest.clone(),
+                    decision,
+                    policy_id: f.policy_id.clone(),
+                    reason: f.reason.clone(),
+                    state,
+                    hold: (state == State::Held)
+                        .then(|| f.policy_id.clone())
+                        .flatten(),
+                    cause: None,
+                    approval_seq: None,
+                    outcome: None,
+                    state_why: String::new(),
+                };
+                call.state_why = state_why(&call);
+                p.calls.push(call);
+            }
+            "call.approval" | "call.outcome" => {
+                let call = sid
+                    .zip(f.seq)
+                    .and_then(|k| p.call_at.get(&k))
+                    .and_then(|&i| p.calls.get_mut(i));
+                let Some(call) = call else {
+                    p.gaps.entries_without_call.push(e.chain_seq);
+                    return;
+                };
+                if e.kind == "call.outcome" {
+                    call.outcome = Some(Outcome {
+                        chain_seq: e.chain_seq,
+                        ok: f.ok == Some(true),
+                        duration_ms: f.duration_ms,
+                    });
+                } else {
+                    call.state = if f.decision.as_deref() == Some("approved") {
+                        State::Approved
+                    } else {
+                        State::Rejected
+                    };
+                    call.hold = f.policy_id.clone().or(call.hold.take());
+                    call.cause = f.reason.clone();
+                    call.approval_seq = Some(e.chain_seq);
+                    if call.state == State::Rejected
+                        && let Some(s) = p
+                            .session_at
+                            .get(&call.session_id)
+                            .and_then(|&i| p.sessions.get_mut(i))
+                    {
+                        s.refused += 1;
+                    }
+                }
+                call.state_why = state_why(call);
+            }
+            "anomaly" => {
+                let name = f.anomaly.clone().unwrap_or_else(|| "unnamed".into());
+                *p.gaps.anomalies.entry(name).or_insert(0) += 1;
+            }
+            _ => {}
+        }
+    }
+
+    /// Works out the gaps that depend on later entries (unfinished sessions, forwarded calls of
+    /// an ended session without an outcome) from what has been read so far.
+    pub fn settle(&mut self) {
+        let p = self;
         let ended: HashMap<&str, bool> = p
             .sessions
             .iter()
             .map(|s| (s.id.as_str(), s.state == "ended"))
             .collect();
-        for c in &mut p.calls {
-            c.state_why = state_why(c);
-            if c.state.forwarded()
-                && c.outcome.is_none()
-                && ended.get(c.session_id.as_str()) == Some(&true)
-            {
-                p.gaps
-                    .calls_without_outcome
-                    .push((c.session_id.clone(), c.seq, c.chain_seq));
-            }
-        }
+        p.gaps.calls_without_outcome = p
+            .calls
+            .iter()
+            .filter(|c| {
+                c.state.forwarded()
+                    && c.outcome.is_none()
+                    && ended.get(c.session_id.as_str()) == Some(&true)
+            })
+            .map(|c| (c.session_id.clone(), c.seq, c.chain_seq))
+            .collect();
         p.gaps.unfinished_sessions = p
             .sessions
             .iter()
             .filter(|s| s.state == "unfinished")
             .map(|s| s.id.clone())
             .collect();
-        p
+    }
+
+    /// How many entries this projection has read, since it was made.
+    pub fn entries_read(&self) -> usize {
+        self.read
+    }
+
+    /// The session named `id`, if any of its entries were read.
+    pub fn session(&self, id: &str) -> Option<&Session> {
+        self.session_at.get(id).and_then(|&i| self.sessions.get(i))
     }
 
     /// The call whose `call.request` is entry `chain_seq`.

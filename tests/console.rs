@@ -613,3 +613,96 @@ fn a_connectors_secret_appears_in_no_console_response() {
     drop(c);
     r.finish();
 }
+
+/// A home with a journal and nothing else the test needs.
+fn home_with_a_journal() -> Env {
+    let env = Env::fast();
+    env.ok(&["policy", "deny", "add"]);
+    env
+}
+
+/// Sends `bytes` on a new connection and reads until the console closes it.
+fn send_raw(addr: &str, bytes: &[u8]) -> Answer {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    s.write_all(bytes).unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    Answer::parse(&out)
+}
+
+/// Reads until the console closes `s`; fails if it is still open after PATIENCE.
+fn closed_by_the_console(mut s: TcpStream) {
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut out = Vec::new();
+    if let Err(e) = s.read_to_end(&mut out) {
+        assert!(
+            !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+            "the console kept the connection open: {e}"
+        );
+    }
+}
+
+#[test]
+fn an_http10_request_without_host_and_one_with_two_hosts_get_421() {
+    let env = home_with_a_journal();
+    let c = Console::start(&env);
+    let host = c.host();
+    let two =
+        format!("GET / HTTP/1.1\r\nHost: {host}\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    let auth = format!("Authorization: Bearer {}\r\n", c.token);
+    for req in [
+        "GET / HTTP/1.0\r\n\r\n".to_string(),
+        format!("GET /api/snapshot HTTP/1.0\r\n{auth}\r\n"),
+        "GET / HTTP/1.1\r\nConnection: close\r\n\r\n".to_string(),
+        two,
+    ] {
+        let a = send_raw(&c.addr, req.as_bytes());
+        assert_eq!(a.status, 421, "{req:?}: {}", a.body);
+        a.assert_strict_headers();
+    }
+    // The same requests with one loopback Host are answered.
+    let one = format!("GET / HTTP/1.0\r\nHost: {host}\r\n\r\n");
+    assert_eq!(send_raw(&c.addr, one.as_bytes()).status, 200);
+}
+
+#[test]
+fn a_connection_that_never_finishes_its_headers_is_closed() {
+    let env = home_with_a_journal();
+    let c = Console::start(&env);
+    let mut s = TcpStream::connect(&c.addr).unwrap();
+    // Headers begun and never ended: the blank line never comes.
+    s.write_all(format!("GET / HTTP/1.1\r\nHost: {}\r\nX-Slow: 1", c.host()).as_bytes())
+        .unwrap();
+    closed_by_the_console(s);
+    // A connection that sends nothing at all is closed too.
+    closed_by_the_console(TcpStream::connect(&c.addr).unwrap());
+    assert_eq!(c.get("/").status, 200);
+}
+
+#[test]
+fn more_connections_than_the_limit_wait_or_are_refused_without_stopping_the_console() {
+    let env = home_with_a_journal();
+    let c = Console::start(&env);
+    let partial = format!("GET / HTTP/1.1\r\nHost: {}\r\n", c.host());
+    let held: Vec<TcpStream> = (0..holdcall::limits::CONSOLE_CONNECTIONS_MAX + 4)
+        .map(|_| {
+            let mut s = TcpStream::connect(&c.addr).unwrap();
+            s.write_all(partial.as_bytes()).unwrap();
+            s
+        })
+        .collect();
+    // Every slot is taken by a connection that never finishes; a real request waits for a slot
+    // (the held ones are closed after the idle timeout) and is then answered.
+    let a = c.get("/");
+    assert_eq!(a.status, 200);
+    a.assert_strict_headers();
+    for s in held {
+        closed_by_the_console(s);
+    }
+    let api = c.json("/api/snapshot");
+    assert_eq!(api["journal"]["chain"], "intact");
+}
