@@ -780,21 +780,37 @@ impl Drop for EchoOff {
     }
 }
 
+/// The start of every `… list [--json]`: the whole list as JSON, or the line that says it is
+/// empty. True when that was all there is to print.
+fn listed_whole<T: serde::Serialize>(
+    out: &mut impl Write,
+    items: &[T],
+    json: bool,
+    empty: &str,
+) -> Result<bool, CliError> {
+    if json {
+        serde_json::to_writer_pretty(&mut *out, items).map_err(std::io::Error::other)?;
+        writeln!(out)?;
+        return Ok(true);
+    }
+    if items.is_empty() {
+        writeln!(out, "{empty}")?;
+        return Ok(true);
+    }
+    Ok(false)
+}
+
 fn connector_list(json: bool) -> Result<i32, CliError> {
     let Response::ConnectorList { connectors } = ask_daemon(Request::ConnectorList)? else {
         return Err(CliError::Unexpected);
     };
     let mut out = std::io::stdout().lock();
-    if json {
-        serde_json::to_writer_pretty(&mut out, &connectors).map_err(std::io::Error::other)?;
-        writeln!(out)?;
-        return Ok(0);
-    }
-    if connectors.is_empty() {
-        writeln!(
-            out,
-            "(no connectors registered: every server runs as its client's configuration says, with no secret from Holdcall)"
-        )?;
+    if listed_whole(
+        &mut out,
+        &connectors,
+        json,
+        "(no connectors registered: every server runs as its client's configuration says, with no secret from Holdcall)",
+    )? {
         return Ok(0);
     }
     for c in &connectors {
@@ -956,16 +972,12 @@ fn agent_list(json: bool) -> Result<i32, CliError> {
         return Err(CliError::Unexpected);
     };
     let mut out = std::io::stdout().lock();
-    if json {
-        serde_json::to_writer_pretty(&mut out, &agents).map_err(std::io::Error::other)?;
-        writeln!(out)?;
-        return Ok(0);
-    }
-    if agents.is_empty() {
-        writeln!(
-            out,
-            "(no agents enrolled: every session is unenrolled, bound only by rules naming no agent)"
-        )?;
+    if listed_whole(
+        &mut out,
+        &agents,
+        json,
+        "(no agents enrolled: every session is unenrolled, bound only by rules naming no agent)",
+    )? {
         return Ok(0);
     }
     for a in &agents {

@@ -34,6 +34,27 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// Runs `holdcall serve` with a server command that would leave a mark; the relay must exit 1
+/// without running it. Returns its stderr.
+fn serve_starts_nothing(env: &Env) -> String {
+    let marker = env.dir.path().join("server-ran");
+    let out = env
+        .cmd(&[
+            "serve",
+            "--connector",
+            "demo",
+            "--",
+            "/bin/sh",
+            "-c",
+            &format!("touch '{}'", marker.display()),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!marker.exists(), "the server ran");
+    String::from_utf8(out.stderr).unwrap()
+}
+
 fn assert_no_decision(a: &serde_json::Value) {
     assert!(is_refusal(a), "{a}");
     let text = a["result"]["content"][0]["text"].as_str().unwrap();
@@ -287,24 +308,9 @@ while True:
     let _guard = KillOnDrop(pids);
     // The session is never opened (its answer came from the wrong process), so the relay starts
     // no server at all and says why.
-    let marker = env.dir.path().join("server-ran");
-    let out = env
-        .cmd(&[
-            "serve",
-            "--connector",
-            "demo",
-            "--",
-            "/bin/sh",
-            "-c",
-            &format!("touch '{}'", marker.display()),
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = serve_starts_nothing(&env);
     assert!(stderr.contains("instead of the verified pid"), "{stderr}");
     assert!(stderr.contains("no server was started"), "{stderr}");
-    assert!(!marker.exists(), "the server ran");
     let _ = imp.kill();
     let _ = imp.wait();
 }
@@ -320,22 +326,7 @@ fn a_session_the_daemon_cannot_open_starts_no_server() {
         "CREATE TRIGGER no_more BEFORE INSERT ON journal BEGIN SELECT RAISE(ABORT, 'disk says no'); END;",
     )
     .unwrap();
-    let marker = env.dir.path().join("server-ran");
-    let out = env
-        .cmd(&[
-            "serve",
-            "--connector",
-            "demo",
-            "--",
-            "/bin/sh",
-            "-c",
-            &format!("touch '{}'", marker.display()),
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = serve_starts_nothing(&env);
     assert!(stderr.contains("no server was started"), "{stderr}");
-    assert!(!marker.exists(), "the server ran");
     db.execute_batch("DROP TRIGGER no_more;").unwrap();
 }
