@@ -229,14 +229,12 @@ impl Reader<'_> {
     }
 
     fn hex4(&mut self) -> Result<u32, ArgumentsProblem> {
-        let digits = self
-            .bytes
-            .get(self.pos..self.pos + 4)
-            .and_then(|d| std::str::from_utf8(d).ok())
-            .and_then(|d| u32::from_str_radix(d, 16).ok())
+        // Exactly four hex digits, as the relay's own scanner reads them (`u32::from_str_radix`
+        // would also take a leading '+').
+        let digits = crate::frame::hex4(self.bytes, self.pos)
             .ok_or_else(|| unreadable("a bad \\u escape"))?;
         self.pos += 4;
-        Ok(digits)
+        Ok(u32::from(digits))
     }
 
     fn string(&mut self) -> Result<String, ArgumentsProblem> {
@@ -591,6 +589,17 @@ mod tests {
             session: SessionCounts::default(),
         };
         assert!(ctx.to_cedar().is_ok());
+    }
+
+    #[test]
+    fn a_unicode_escape_is_exactly_four_hex_digits_as_the_relay_reads_it() {
+        // `u32::from_str_radix` takes "+041"; the relay's scanner does not, and neither may the
+        // context (policy test and explain would otherwise read text the relay refuses).
+        assert!(matches!(
+            read_arguments(Some(r#"{"a":"\u+041"}"#)),
+            Err(ArgumentsProblem::Unreadable(_))
+        ));
+        assert!(read_arguments(Some(r#"{"a":"\u0041"}"#)).is_ok());
     }
 
     #[test]

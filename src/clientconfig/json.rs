@@ -275,16 +275,11 @@ impl Parser<'_> {
     }
 
     fn hex4(&mut self) -> Result<u32, ParseError> {
-        let raw = self
-            .bytes
-            .get(self.pos..self.pos + 4)
+        // Exactly four hex digits (`u32::from_str_radix` would also take a leading '+').
+        let v = crate::frame::hex4(self.bytes, self.pos)
             .ok_or_else(|| self.error("a \\u escape without four hex digits"))?;
-        let text =
-            std::str::from_utf8(raw).map_err(|_| self.error("a \\u escape without hex digits"))?;
-        let v = u32::from_str_radix(text, 16)
-            .map_err(|_| self.error("a \\u escape without four hex digits"))?;
         self.pos += 4;
-        Ok(v)
+        Ok(u32::from(v))
     }
 
     fn string(&mut self) -> Result<String, ParseError> {

@@ -73,6 +73,12 @@ fn spans_point_at_the_values_themselves() {
 }
 
 #[test]
+fn a_unicode_escape_with_a_sign_is_refused_like_any_non_hex_digit() {
+    assert!(json::parse(r#"{"a":"\u+041"}"#, Dialect::STRICT).is_err());
+    assert!(json::parse(r#"{"a":"\u0041"}"#, Dialect::STRICT).is_ok());
+}
+
+#[test]
 fn strict_json_refuses_comments_and_trailing_commas_and_jsonc_reads_them() {
     for text in ["{\"a\": 1, }", "{\"a\": [1,]}", "// x\n{}", "{/* x */}"] {
         assert!(json::parse(text, Dialect::STRICT).is_err(), "{text}");
