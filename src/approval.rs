@@ -145,7 +145,14 @@ impl Registry {
             let Ok(mut holds) = self.holds.lock() else {
                 return Err(Full);
             };
-            if holds.len() >= limits::HELD_CALLS_MAX || holds.contains_key(&hold.id) {
+            if holds.len() >= limits::HELD_CALLS_MAX
+                || holds.contains_key(&hold.id)
+                || holds
+                    .values()
+                    .filter(|h| h.session_id == hold.session_id)
+                    .count()
+                    >= limits::HELD_CALLS_PER_SESSION_MAX
+            {
                 return Err(Full);
             }
             let line = pushed_line(&crate::wire::Response::HeldNew {
@@ -160,11 +167,17 @@ impl Registry {
         Ok(())
     }
 
-    /// True when no more calls can be held (`limits::HELD_CALLS_MAX`).
-    pub fn is_full(&self) -> bool {
+    /// True when no more calls of `session_id` can be held: `limits::HELD_CALLS_MAX` in all,
+    /// or `limits::HELD_CALLS_PER_SESSION_MAX` of that session (so one session cannot starve the
+    /// others' `ask` rules).
+    pub fn is_full(&self, session_id: &str) -> bool {
         self.holds
             .lock()
-            .map(|h| h.len() >= limits::HELD_CALLS_MAX)
+            .map(|h| {
+                h.len() >= limits::HELD_CALLS_MAX
+                    || h.values().filter(|x| x.session_id == session_id).count()
+                        >= limits::HELD_CALLS_PER_SESSION_MAX
+            })
             .unwrap_or(true)
     }
 

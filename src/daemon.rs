@@ -1150,10 +1150,11 @@ async fn hold_call(
             hold: None,
         })
     };
-    if state.approvals.is_full() {
+    if state.approvals.is_full(&call.session_id) {
         let why = format!(
-            "{} calls are held for a person already; this one cannot be held too",
-            limits::HELD_CALLS_MAX
+            "{} calls are held for a person already ({} at most for one session); this one cannot be held too",
+            limits::HELD_CALLS_MAX,
+            limits::HELD_CALLS_PER_SESSION_MAX
         );
         // The journal gets the end of this `ask` too, so no held call is left without a word.
         let _ = state

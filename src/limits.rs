@@ -124,6 +124,13 @@ pub const APPROVAL_RELAY_MARGIN: Duration = Duration::from_secs(10);
 /// `ARGUMENTS_BYTES_MAX` of arguments in memory; past it a call the rules hold is refused.
 pub const HELD_CALLS_MAX: usize = 256;
 
+/// Most calls one relay session may have held at once: a session (a model in a loop) cannot
+/// fill the registry and starve every other session's `ask` rules. Past it the call is refused
+/// (journaled with cause `capacity`).
+pub const HELD_CALLS_PER_SESSION_MAX: usize = 32;
+
+const _: () = assert!(HELD_CALLS_PER_SESSION_MAX < HELD_CALLS_MAX);
+
 /// Longest `holdcall reject --reason` text (bytes). The reason is journaled and shown to the
 /// client's model, so it is a sentence, not a document.
 pub const APPROVAL_REASON_BYTES_MAX: usize = 500;

@@ -551,3 +551,27 @@ when { context.session.tool_calls >= 1 };
     r.finish();
     env.ok(&["verify"]);
 }
+
+#[test]
+fn one_session_cannot_hold_more_than_its_share_and_starve_the_others() {
+    let (env, watch, mut r) = held_for("echo");
+    let share = holdcall::limits::HELD_CALLS_PER_SESSION_MAX;
+    for i in 1..=share {
+        r.send(&call(&i.to_string(), "echo", r#"{"text":"x"}"#));
+        watch.next();
+    }
+    // One more from the same session is refused at once, and the journal says why.
+    let over = share + 1;
+    r.send(&call(&over.to_string(), "echo", r#"{"text":"x"}"#));
+    assert!(is_refusal(&answer(&mut r, over as i64)));
+    let e = wait_for_approval(&env, over as i64);
+    assert_eq!(e["decision"], "rejected");
+    assert_eq!(e["reason"], "capacity");
+    // Another session can still have a call held.
+    let mut other = env.relay("demo");
+    other.handshake();
+    other.send(&call("1", "echo", r#"{"text":"y"}"#));
+    assert_eq!(watch.next()["tool"], "echo");
+    drop(other);
+    r.finish();
+}
