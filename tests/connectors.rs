@@ -337,6 +337,62 @@ sys.stdout.buffer.write(shown.replace(secret, b"<CANARY>"))
 }
 
 #[test]
+fn ctrl_c_at_the_prompt_stores_nothing_and_leaves_the_terminal_echoing() {
+    let (env, ss) = setup();
+    // As above, on a real terminal: this time the person types half a secret, then Ctrl-C.
+    let script = r#"
+import os, pty, select, sys, termios
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+shown, typed = b"", False
+while True:
+    ready, _, _ = select.select([fd], [], [], 20)
+    if not ready:
+        os.kill(pid, 9)
+        break
+    try:
+        chunk = os.read(fd, 4096)
+    except OSError:
+        break
+    if not chunk:
+        break
+    shown += chunk
+    if not typed and b"Secret: " in shown:
+        os.write(fd, b"half-a-sec\x03")
+        typed = True
+echo = bool(termios.tcgetattr(fd)[3] & termios.ECHO)
+_, status = os.waitpid(pid, 0)
+sys.stdout.buffer.write(b"exit=%d typed=%d echo=%d\n" % (os.waitstatus_to_exitcode(status), typed, echo))
+sys.stdout.buffer.write(shown)
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script, Env::bin().to_str().unwrap()])
+        .args([
+            "connector",
+            "set",
+            "gh",
+            "--env",
+            "GITHUB_TOKEN",
+            "--",
+            "env",
+        ])
+        .env("HOLDCALL_HOME", env.home())
+        .env("XDG_RUNTIME_DIR", env.dir.path().join("run"))
+        .env("DBUS_SESSION_BUS_ADDRESS", &ss.address)
+        .env_remove("DISPLAY")
+        .env_remove("HOLDCALL_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(report.starts_with("exit=1 typed=1 echo=1\n"), "{report}");
+    assert!(report.contains("interrupted at the prompt"), "{report}");
+    assert!(!report.contains("half-a-sec"), "{report}");
+    assert!(ss.accounts(&service_of(&env)).is_empty());
+}
+
+#[test]
 fn env_keys_the_loader_reads_and_path_are_refused_before_anything_is_stored() {
     let (env, ss) = setup();
     for key in ["LD_PRELOAD", "DYLD_INSERT_LIBRARIES", "PATH", "1X", "A-B"] {
