@@ -1432,17 +1432,23 @@ async fn launch_for(
     state: &State,
     connector: &str,
 ) -> Result<Option<crate::connector::Launch>, String> {
-    let _serial = state.connectors.lock().await;
-    let row = match state
-        .writer
-        .ask(|r| Op::Connector(connector.to_string(), r))
-        .await
-    {
-        Ok(Ok(row)) => row,
-        Ok(Err(e)) => return Err(format!("the connector registry cannot be read: {e}")),
-        Err(e) => return Err(e.to_string()),
+    let read = || async {
+        match state
+            .writer
+            .ask(|r| Op::Connector(connector.to_string(), r))
+            .await
+        {
+            Ok(Ok(row)) => Ok(row),
+            Ok(Err(e)) => Err(format!("the connector registry cannot be read: {e}")),
+            Err(e) => Err(e.to_string()),
+        }
     };
-    let Some(row) = row else {
+    // A connector nobody registered never waits behind a store call of another connector's.
+    if read().await?.is_none() {
+        return Ok(None);
+    }
+    let _serial = state.connectors.lock().await;
+    let Some(row) = read().await? else {
         return Ok(None);
     };
     let account = row.account();
