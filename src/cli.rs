@@ -602,11 +602,29 @@ fn ask_daemon_within(req: Request, timeout: Duration) -> Result<Response, CliErr
     let rt = wire::current_thread()?;
     rt.block_on(async {
         let mut conn = wire::connect_or_start(&home).await?;
-        match conn.call(&req, timeout).await? {
-            Response::Error { message } => Err(CliError::Refused(message)),
-            other => Ok(other),
+        match conn.call(&req, timeout).await {
+            Ok(Response::Error { message }) => Err(CliError::Refused(message)),
+            Ok(other) => Ok(other),
+            // A verified daemon that hangs up without answering says why in its log only.
+            Err(WireError::Closed) => Err(CliError::Refused(format!(
+                "the daemon closed the connection without answering; the end of {} says: {}",
+                home.daemon_log_path().display(),
+                log_tail(&home.daemon_log_path(), 3)
+            ))),
+            Err(e) => Err(e.into()),
         }
     })
+}
+
+/// The last `n` lines of a log, on one line, made visible (for an error message).
+fn log_tail(path: &std::path::Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines.get(lines.len().saturating_sub(n)..).unwrap_or_default();
+    if tail.is_empty() {
+        return "(nothing)".into();
+    }
+    visible(&tail.join(" | "))
 }
 
 fn connector_cmd(action: ConnectorCmd) -> Result<i32, CliError> {
