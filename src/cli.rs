@@ -620,7 +620,9 @@ fn ask_daemon_within(req: Request, timeout: Duration) -> Result<Response, CliErr
 fn log_tail(path: &std::path::Path, n: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
-    let tail = lines.get(lines.len().saturating_sub(n)..).unwrap_or_default();
+    let tail = lines
+        .get(lines.len().saturating_sub(n)..)
+        .unwrap_or_default();
     if tail.is_empty() {
         return "(nothing)".into();
     }
