@@ -218,9 +218,15 @@ impl Counters {
     }
 
     /// The first budget (oldest first) that applies to `call` and has no room left.
-    pub fn check(&self, budgets: &[Budget], call: &CallScope<'_>) -> Result<(), BudgetRefusal> {
-        let mut ordered: Vec<&Budget> =
-            budgets.iter().filter(|b| b.scope().applies(call)).collect();
+    pub fn check<'a>(
+        &self,
+        budgets: impl IntoIterator<Item = &'a Budget>,
+        call: &CallScope<'_>,
+    ) -> Result<(), BudgetRefusal> {
+        let mut ordered: Vec<&Budget> = budgets
+            .into_iter()
+            .filter(|b| b.scope().applies(call))
+            .collect();
         ordered.sort_by_key(|b| b.seq);
         for b in ordered {
             let used = self.used(b);
@@ -243,9 +249,9 @@ impl Counters {
 
     /// Charges one allowed (or approved) call, if every budget that applies has room; a refusal
     /// charges nothing. This is the one way a call is counted as allowed.
-    pub fn charge(
+    pub fn charge<'a>(
         &mut self,
-        budgets: &[Budget],
+        budgets: impl IntoIterator<Item = &'a Budget>,
         call: &CallScope<'_>,
     ) -> Result<(), BudgetRefusal> {
         self.check(budgets, call)?;

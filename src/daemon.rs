@@ -252,9 +252,9 @@ impl Session {
 
     /// Charges an allowed (or approved) call of this session against every budget in force
     /// whose scope it falls in. The approval path calls this when a person approves a held call.
-    fn charge(
+    fn charge<'a>(
         &mut self,
-        budgets: &[Budget],
+        budgets: impl IntoIterator<Item = &'a Budget>,
         seq: i64,
         tool: &str,
     ) -> Result<(), budget::BudgetRefusal> {
@@ -1000,10 +1000,7 @@ async fn release_approved(state: &State, hold: Hold) -> Result<journal::Entry, S
     // The rules are asked again with the session's counts and the policy as they are now: a
     // deny added while the call was held, or a `context.session` limit other approved calls
     // have used up meanwhile, refuses it (cause `policy`). An approval never overrides a deny.
-    let budgets: Vec<Budget> = current_budgets(state)
-        .iter()
-        .map(|r| r.budget.clone())
-        .collect();
+    let budgets = current_budgets(state);
     let counts = match state.sessions.lock() {
         Ok(sessions) => sessions
             .get(&hold.session_id)
@@ -1039,7 +1036,7 @@ async fn release_approved(state: &State, hold: Hold) -> Result<journal::Entry, S
     let charged = match state.sessions.lock() {
         Ok(mut sessions) => match sessions.get_mut(&hold.session_id) {
             Some(s) => s
-                .charge(&budgets, hold.seq, &hold.tool)
+                .charge(budgets.iter().map(|r| &r.budget), hold.seq, &hold.tool)
                 .map_err(|r| (Cause::OverBudget, r.reason())),
             None => Err((Cause::SessionEnded, String::new())),
         },
@@ -1747,10 +1744,8 @@ async fn call_request(
         },
         &ctx,
     );
-    let budgets: Vec<Budget> = current_budgets(state)
-        .iter()
-        .map(|r| r.budget.clone())
-        .collect();
+    // The budgets in force are borrowed, never copied, on the decision path.
+    let budgets = current_budgets(state);
     let v = {
         let Ok(mut sessions) = state.sessions.lock() else {
             return violation("the session table is unavailable");
@@ -1760,7 +1755,7 @@ async fn call_request(
         };
         budget_verdict(
             s,
-            &budgets,
+            budgets.iter().map(|r| &r.budget),
             seq,
             &tool,
             retry_of,
@@ -1832,9 +1827,9 @@ async fn call_request(
 /// if a budget has no room), a retry of an allowed call is allowed without a second charge, and
 /// everything else is counted as refused. Every call counts as decided.
 #[allow(clippy::too_many_arguments)]
-fn budget_verdict(
+fn budget_verdict<'a>(
     s: &mut Session,
-    budgets: &[Budget],
+    budgets: impl IntoIterator<Item = &'a Budget>,
     seq: i64,
     tool: &str,
     retry_of: Option<i64>,
