@@ -274,15 +274,16 @@ fn the_secret_is_never_taken_from_the_command_line() {
     assert!(ss.accounts(&service_of(&env)).is_empty());
 }
 
-#[test]
-fn at_a_terminal_the_secret_is_typed_at_a_prompt_that_does_not_echo_it() {
-    let (env, ss) = setup();
-    let secret = canary();
-    // python3's pty module gives `connector set` a real terminal as stdin and stderr, types
-    // the secret after the prompt, and reports everything the terminal showed.
+/// Runs `holdcall connector set gh --env GITHUB_TOKEN -- env` on a real terminal (python3's
+/// pty module): once the prompt shows, `keys` are typed. Returns a report whose first line is
+/// `exit=N typed=0|1 echoed=0|1 echo=0|1` (echoed: the typed text showed on the terminal; echo:
+/// the terminal echoes again afterwards), then everything the terminal showed, with the typed
+/// text replaced by `<TYPED>`.
+fn at_a_terminal(env: &Env, ss: &SecretService, keys: &[u8]) -> String {
     let script = r#"
-import os, pty, select, sys
-secret = sys.argv[1].encode()
+import os, pty, select, sys, termios
+keys = bytes.fromhex(sys.argv[1])
+text = bytes(b for b in keys if b >= 0x20)
 pid, fd = pty.fork()
 if pid == 0:
     os.execv(sys.argv[2], sys.argv[2:])
@@ -300,14 +301,16 @@ while True:
         break
     shown += chunk
     if not typed and b"Secret: " in shown:
-        os.write(fd, secret + b"\n")
+        os.write(fd, keys)
         typed = True
+echo = bool(termios.tcgetattr(fd)[3] & termios.ECHO)
 _, status = os.waitpid(pid, 0)
-sys.stdout.buffer.write(b"exit=%d typed=%d echoed=%d\n" % (os.waitstatus_to_exitcode(status), typed, secret in shown))
-sys.stdout.buffer.write(shown.replace(secret, b"<CANARY>"))
+sys.stdout.buffer.write(b"exit=%d typed=%d echoed=%d echo=%d\n" % (os.waitstatus_to_exitcode(status), typed, text in shown, echo))
+sys.stdout.buffer.write(shown.replace(text, b"<TYPED>"))
 "#;
+    let hex: String = keys.iter().map(|b| format!("{b:02x}")).collect();
     let out = Command::new("python3")
-        .args(["-c", script, &secret, Env::bin().to_str().unwrap()])
+        .args(["-c", script, &hex, Env::bin().to_str().unwrap()])
         .args([
             "connector",
             "set",
@@ -325,12 +328,19 @@ sys.stdout.buffer.write(shown.replace(secret, b"<CANARY>"))
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    let report = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        report.starts_with("exit=0 typed=1 echoed=0\n"),
-        "{report}{}",
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
-    );
+    )
+}
+
+#[test]
+fn at_a_terminal_the_secret_is_typed_at_a_prompt_that_does_not_echo_it() {
+    let (env, ss) = setup();
+    let secret = canary();
+    let report = at_a_terminal(&env, &ss, format!("{secret}\n").as_bytes());
+    assert!(report.starts_with("exit=0 typed=1 echoed=0 "), "{report}");
     assert!(report.contains("Secret: "), "{report}");
     assert!(report.contains("connector gh registered"), "{report}");
     assert_eq!(secret_of(&env, &ss, "gh").as_deref(), Some(secret.as_str()));
@@ -339,56 +349,13 @@ sys.stdout.buffer.write(shown.replace(secret, b"<CANARY>"))
 #[test]
 fn ctrl_c_at_the_prompt_stores_nothing_and_leaves_the_terminal_echoing() {
     let (env, ss) = setup();
-    // As above, on a real terminal: this time the person types half a secret, then Ctrl-C.
-    let script = r#"
-import os, pty, select, sys, termios
-pid, fd = pty.fork()
-if pid == 0:
-    os.execv(sys.argv[1], sys.argv[1:])
-shown, typed = b"", False
-while True:
-    ready, _, _ = select.select([fd], [], [], 20)
-    if not ready:
-        os.kill(pid, 9)
-        break
-    try:
-        chunk = os.read(fd, 4096)
-    except OSError:
-        break
-    if not chunk:
-        break
-    shown += chunk
-    if not typed and b"Secret: " in shown:
-        os.write(fd, b"half-a-sec\x03")
-        typed = True
-echo = bool(termios.tcgetattr(fd)[3] & termios.ECHO)
-_, status = os.waitpid(pid, 0)
-sys.stdout.buffer.write(b"exit=%d typed=%d echo=%d\n" % (os.waitstatus_to_exitcode(status), typed, echo))
-sys.stdout.buffer.write(shown)
-"#;
-    let out = Command::new("python3")
-        .args(["-c", script, Env::bin().to_str().unwrap()])
-        .args([
-            "connector",
-            "set",
-            "gh",
-            "--env",
-            "GITHUB_TOKEN",
-            "--",
-            "env",
-        ])
-        .env("HOLDCALL_HOME", env.home())
-        .env("XDG_RUNTIME_DIR", env.dir.path().join("run"))
-        .env("DBUS_SESSION_BUS_ADDRESS", &ss.address)
-        .env_remove("DISPLAY")
-        .env_remove("HOLDCALL_LOG")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let report = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(report.starts_with("exit=1 typed=1 echo=1\n"), "{report}");
+    // This time the person types half a secret, then Ctrl-C.
+    let report = at_a_terminal(&env, &ss, b"half-a-sec\x03");
+    assert!(
+        report.starts_with("exit=1 typed=1 echoed=0 echo=1\n"),
+        "{report}"
+    );
     assert!(report.contains("interrupted at the prompt"), "{report}");
-    assert!(!report.contains("half-a-sec"), "{report}");
     assert!(ss.accounts(&service_of(&env)).is_empty());
 }
 
