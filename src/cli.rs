@@ -28,6 +28,11 @@ use crate::wire::{self, Probe, Request, Response, WireError};
     propagate_version = true
 )]
 pub struct Cli {
+    /// The home to use (config, journal, daemon), ahead of HOLDCALL_HOME and XDG_DATA_HOME;
+    /// `holdcall init` writes it into every routed entry, so a relay started with a client's
+    /// stripped environment uses the same home as your shell.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub home: Option<std::path::PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -471,6 +476,9 @@ pub enum CliError {
 
 /// Runs one command and returns the process exit code.
 pub fn run(cli: Cli) -> Result<i32, CliError> {
+    if let Some(dir) = cli.home {
+        Home::set_explicit(dir);
+    }
     match cli.command {
         Command::Serve {
             connector,

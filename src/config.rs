@@ -43,7 +43,7 @@ pub enum ConfigError {
     #[error("the socket path {path} is {len} bytes long; the limit is {max}")]
     #[diagnostic(
         code(holdcall::config::socket_path),
-        help("set XDG_RUNTIME_DIR to a shorter directory")
+        help("use a home whose path is shorter (HOLDCALL_HOME or --home)")
     )]
     SocketPathTooLong {
         path: PathBuf,
@@ -68,6 +68,9 @@ pub enum ConfigError {
     PolicySection { path: PathBuf },
 }
 
+/// The home `--home` named for this process, if it did (`Home::set_explicit`).
+static EXPLICIT_HOME: std::sync::OnceLock<Home> = std::sync::OnceLock::new();
+
 /// The directory that holds one Holdcall installation's config, database and machine id. Each
 /// home has its own daemon and socket, so tests and `holdcall demo` never meet the real one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,8 +79,18 @@ pub struct Home {
 }
 
 impl Home {
-    /// `HOLDCALL_HOME` if set, else the platform's data directory.
+    /// Makes `dir` the home of every later `Home::from_env` in this process: the `--home` flag,
+    /// which wins over every environment variable. Set once, by `cli::run`, before anything
+    /// reads the home; a second call changes nothing.
+    pub fn set_explicit(dir: PathBuf) {
+        let _ = EXPLICIT_HOME.set(Home::at(dir));
+    }
+
+    /// `--home` if given, else `HOLDCALL_HOME` if set, else the platform's data directory.
     pub fn from_env() -> Result<Home, ConfigError> {
+        if let Some(home) = EXPLICIT_HOME.get() {
+            return Ok(home.clone());
+        }
         if let Some(dir) = std::env::var_os("HOLDCALL_HOME").filter(|v| !v.is_empty()) {
             return Ok(Home::at(PathBuf::from(dir)));
         }
@@ -125,38 +138,45 @@ impl Home {
         self.dir.join("daemon.log")
     }
 
-    /// The private directory that holds sockets: `$XDG_RUNTIME_DIR/holdcall`, else
-    /// `/tmp/holdcall-<uid>`.
-    pub fn socket_dir() -> PathBuf {
-        match std::env::var_os("XDG_RUNTIME_DIR")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-        {
-            Some(run) => run.join("holdcall"),
-            None => std::env::temp_dir().join(format!("holdcall-{}", nix::unistd::geteuid())),
-        }
-    }
-
-    /// The daemon's socket for this home: named after the home, so two homes never share one.
+    /// The daemon's socket for this home, decided by the home alone and never by an environment
+    /// variable an MCP client may strip (SDK clients start servers with only HOME, LOGNAME,
+    /// PATH, SHELL, TERM and USER): `<home>/daemon.sock` when that path fits a socket address,
+    /// else `/tmp/holdcall-<uid>/d-<hash of the home>.sock` (the fixed `/tmp`, never `TMPDIR`).
+    /// See decision 0010.
     pub fn socket_path(&self) -> PathBuf {
-        let digest = crate::frame::sha256_hex(self.dir.as_os_str().as_encoded_bytes());
-        let short = digest.get(..12).unwrap_or(&digest);
-        Home::socket_dir().join(format!("d-{short}.sock"))
+        let inside = self.dir.join("daemon.sock");
+        if inside.as_os_str().len() <= limits::SOCKET_PATH_BYTES_MAX {
+            return inside;
+        }
+        Home::fallback_socket_dir().join(format!("d-{}.sock", self.short_id()))
     }
 
-    /// The lock file a daemon holds for its whole life, beside the socket.
+    /// Where a home too deep for `<home>/daemon.sock` keeps its socket: `/tmp/holdcall-<uid>`.
+    fn fallback_socket_dir() -> PathBuf {
+        PathBuf::from(format!("/tmp/holdcall-{}", nix::unistd::geteuid()))
+    }
+
+    /// Twelve hex characters naming this home: the home's real path (symlinks resolved when it
+    /// exists), so two spellings of one home name one socket.
+    fn short_id(&self) -> String {
+        let real = fs::canonicalize(&self.dir).unwrap_or_else(|_| self.dir.clone());
+        let digest = crate::frame::sha256_hex(real.as_os_str().as_encoded_bytes());
+        digest.get(..12).unwrap_or(&digest).to_string()
+    }
+
+    /// The lock a daemon holds for its whole life: in the home, beside the database, so exactly
+    /// one daemon serves one database whatever the socket path or environment.
     pub fn lock_path(&self) -> PathBuf {
-        let mut p = self.socket_path().into_os_string();
-        p.push(".lock");
-        PathBuf::from(p)
+        self.dir.join("daemon.lock")
     }
 
     /// Creates the home and the socket directory (0700, ours) and checks the socket path fits.
     pub fn prepare(&self) -> Result<(), ConfigError> {
         ensure_private_dir(&self.dir)?;
-        ensure_private_dir(&Home::socket_dir())?;
         let sock = self.socket_path();
+        if let Some(parent) = sock.parent() {
+            ensure_private_dir(parent)?;
+        }
         let len = sock.as_os_str().len();
         if len > limits::SOCKET_PATH_BYTES_MAX {
             return Err(ConfigError::SocketPathTooLong {
@@ -394,5 +414,23 @@ mod tests {
         let a = Home::at(PathBuf::from("/tmp/a")).socket_path();
         let b = Home::at(PathBuf::from("/tmp/b")).socket_path();
         assert_ne!(a, b);
+        assert_eq!(a, PathBuf::from("/tmp/a/daemon.sock"));
+        let deep = Home::at(PathBuf::from(format!("/tmp/{}", "d".repeat(120))));
+        let s = deep.socket_path();
+        assert!(
+            s.to_string_lossy().starts_with("/tmp/holdcall-"),
+            "{}",
+            s.display()
+        );
+        assert!(s.as_os_str().len() <= limits::SOCKET_PATH_BYTES_MAX);
+    }
+
+    #[test]
+    fn the_socket_and_the_lock_never_depend_on_the_runtime_directory() {
+        // An SDK client strips XDG_RUNTIME_DIR and TMPDIR; the socket a relay reaches must be
+        // the one the shell's daemon listens on all the same. Nothing here reads them.
+        let home = Home::at(PathBuf::from("/tmp/h"));
+        assert_eq!(home.lock_path(), PathBuf::from("/tmp/h/daemon.lock"));
+        assert_eq!(home.socket_path(), PathBuf::from("/tmp/h/daemon.sock"));
     }
 }
