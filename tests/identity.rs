@@ -213,15 +213,11 @@ fn text(o: &Output) -> String {
     )
 }
 
-fn socket_in(run: &Path) -> PathBuf {
-    let dir = run.join("holdcall");
-    let found: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "sock"))
-        .collect();
-    assert_eq!(found.len(), 1, "{found:?}");
-    found[0].clone()
+/// The daemon's socket: in the home, whatever the runtime directory says.
+fn socket_in(home: &Path) -> PathBuf {
+    let socket = home.join("daemon.sock");
+    assert!(socket.exists(), "no socket at {}", socket.display());
+    socket
 }
 
 /// A Python client, run as the second user, that opens a session and asks for a decision the
@@ -274,7 +270,7 @@ fn another_user_cannot_even_reach_the_socket_in_its_private_directory() {
     }
     let o = p.run(false, &home, &run, &["daemon", "start"]);
     assert!(o.status.success(), "{}", text(&o));
-    let socket = socket_in(&run);
+    let socket = socket_in(&home);
     let before = journal_rows(&home.join("holdcall.db")).len();
     assert_eq!(other_client(&socket), "PermissionError");
     assert_eq!(journal_rows(&home.join("holdcall.db")).len(), before);
@@ -288,10 +284,10 @@ fn another_user_gets_nothing_from_the_daemon_even_when_the_socket_is_opened_to_e
     let (home, run) = p.homes("mine", None);
     let o = p.run(false, &home, &run, &["daemon", "start"]);
     assert!(o.status.success(), "{}", text(&o));
-    let socket = socket_in(&run);
+    let socket = socket_in(&home);
     // A mistake (or a hostile chmod) opens every directory and the socket itself: the kernel's
     // word on the peer's uid still refuses the connection before a byte is read.
-    for d in [&home, &run, &run.join("holdcall")] {
+    for d in [&home, &run] {
         std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
