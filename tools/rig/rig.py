@@ -33,6 +33,31 @@ NODE_MODULES = RIG / "node_modules" / "@modelcontextprotocol"
 EVERYTHING = ["node", str(NODE_MODULES / "server-everything" / "dist" / "index.js")]
 
 
+# The rig's own Node.js 22, from the npm package node-linux-<arch> (package-lock.json pins it
+# with its integrity hash): the MCP Inspector needs Node 22.19 or newer, the machine's may be
+# older, and the rig never runs a global node or npx for its clients.
+def pinned_node() -> Path:
+    arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(
+        os.uname().machine, os.uname().machine
+    )
+    path = RIG / "node_modules" / f"node-linux-{arch}" / "bin" / "node"
+    if not path.is_file():
+        raise RuntimeError(f"no pinned Node.js at {path}: run tools/rig/setup")
+    return path
+
+
+def package_bin(package: str, name: str) -> Path:
+    """The file an installed npm package's `bin` entry `name` names (what npx would run)."""
+    folder = RIG / "node_modules" / package
+    manifest = json.loads((folder / "package.json").read_text())
+    bins = manifest["bin"]
+    entry = bins if isinstance(bins, str) else bins[name]
+    return (folder / entry).resolve()
+
+
+TS_CLIENT = RIG / "ts_client.mjs"
+
+
 def filesystem_server(*roots: str) -> list[str]:
     return ["node", str(NODE_MODULES / "server-filesystem" / "dist" / "index.js"), *roots]
 
@@ -128,6 +153,80 @@ class Holdcall:
         self.cli("daemon", "stop", check=False)
         shutil.rmtree(self.home, ignore_errors=True)
         shutil.rmtree(self.runtime, ignore_errors=True)
+
+
+# The environment variables the MCP SDKs' stdio transports pass a server they start when the
+# client gives no `env` (TypeScript: getDefaultEnvironment(); Python: the same list).
+SDK_DEFAULT_ENVIRONMENT = {"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"}
+
+
+class DesktopHoldcall(Holdcall):
+    """A Holdcall as a desktop user has it: the shell has XDG_RUNTIME_DIR and XDG_DATA_HOME set
+    (a HOME of its own, so nothing touches the real one), the home is
+    `$XDG_DATA_HOME/holdcall` (where the shell's `holdcall` finds it), and every command here
+    names it with `--home`, as `holdcall init` writes it into a routed entry. A relay started
+    with an SDK client's stripped environment (no XDG_*) must land on this same home and its
+    one daemon; without `--home` it would land on `$HOME/.local/share/holdcall` (`stray`)."""
+
+    def __init__(self) -> None:
+        self.binary = pinned_binary()
+        # Short: the daemon's socket, <home>/daemon.sock, must fit in sun_path.
+        self.root = Path(tempfile.mkdtemp(prefix="hcd", dir="/tmp"))
+        self.user_home = self.root / "u"
+        self.data = self.root / "d"
+        self.runtime_dir = self.root / "r"
+        for folder in (self.user_home, self.data, self.runtime_dir):
+            folder.mkdir(mode=0o700)
+        self.home = str(self.data / "holdcall")
+        self.runtime = str(self.runtime_dir)
+        self.stray = self.user_home / ".local" / "share" / "holdcall"
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            "HOME": str(self.user_home),
+            "XDG_DATA_HOME": str(self.data),
+            "XDG_RUNTIME_DIR": self.runtime,
+        }
+
+    @property
+    def shell_env(self) -> dict[str, str]:
+        """The shell's environment: this process's, without HOLDCALL_HOME, plus `env`."""
+        base = {k: v for k, v in os.environ.items() if k != "HOLDCALL_HOME"}
+        return {**base, **self.env}
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """`holdcall --home HOME ARGS…` from the shell."""
+        proc = subprocess.run(
+            [str(self.binary), "--home", self.home, *args],
+            env=self.shell_env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(
+                f"holdcall {' '.join(args)} exited {proc.returncode}\n"
+                f"stdout: {proc.stdout}\nstderr: {proc.stderr}"
+            )
+        return proc
+
+    def relay(self, connector: str, logdir: Path, server: list[str]) -> list[str]:
+        """The routed entry a client runs: `holdcall --home HOME serve --connector C --
+        tap(server) SERVER`."""
+        return [
+            str(self.binary), "--home", self.home, "serve", "--connector", connector, "--",
+            *tapped(logdir, "server", server),
+        ]
+
+    def close(self) -> None:
+        self.cli("daemon", "stop", check=False)
+        if self.stray.exists():  # a failed test's relay landed there: stop its daemon too
+            subprocess.run(
+                [str(self.binary), "--home", str(self.stray), "daemon", "stop"],
+                env=self.shell_env, capture_output=True, timeout=30, check=False,
+            )
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 def tapped(logdir: Path, name: str, cmd: list[str]) -> list[str]:
@@ -292,3 +391,101 @@ def answered_calls(logdir: Path) -> list[tuple[str, bool]]:
         for m in messages(logdir / "server.in")
         if m.get("method") == "tools/call" and isinstance(m.get("params"), dict)
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# The TypeScript SDK client (ts_client.mjs), remote-controlled
+
+
+class TsClient:
+    """One session of the official TypeScript SDK client (`ts_client.mjs`, run with the rig's
+    pinned Node.js) against `argv`, started from the shell's environment `env`: the SDK itself
+    strips what the server gets down to its default variables. Requests go out as JSON lines;
+    answers come back in the order they complete, so a held call does not block the next."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        import threading
+
+        self.proc = subprocess.Popen(
+            [str(pinned_node()), str(TS_CLIENT), "--", *argv],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            text=True,
+            bufsize=1,
+        )
+        self._answers: dict[int, dict[str, Any]] = {}
+        self._ready: dict[str, Any] | None = None
+        self._next = 0
+        self._changed = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.ready = self._wait(lambda: self._ready, "the client to connect")
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            message = json.loads(line)
+            with self._changed:
+                if "ready" in message:
+                    self._ready = message["ready"]
+                else:
+                    self._answers[message["id"]] = message
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    def _wait(self, got: Callable[[], Any], what: str, timeout: float = SESSION_DEADLINE_S) -> Any:
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while (value := got()) is None:
+                if self.proc.poll() is not None and not self._reader.is_alive():
+                    raise AssertionError(f"ts_client exited {self.proc.returncode} waiting for {what}")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"timed out waiting for {what}")
+                self._changed.wait(min(left, 0.5))
+            return value
+
+    def send(self, op: str, **fields: Any) -> int:
+        """Sends a request; returns its id (for `answer`)."""
+        assert self.proc.stdin is not None
+        self._next += 1
+        self.proc.stdin.write(json.dumps({"id": self._next, "op": op, **fields}) + "\n")
+        self.proc.stdin.flush()
+        return self._next
+
+    def answer(self, request_id: int, timeout: float = SESSION_DEADLINE_S) -> dict[str, Any]:
+        """The answer to request `request_id`: {"result": …} or {"error": {…}}."""
+        return self._wait(lambda: self._answers.get(request_id), f"answer {request_id}", timeout)
+
+    def answered(self, request_id: int) -> bool:
+        with self._changed:
+            return request_id in self._answers
+
+    def result(self, op: str, **fields: Any) -> Any:
+        """Sends a request and returns its result (an error answer fails the test)."""
+        reply = self.answer(self.send(op, **fields))
+        assert "result" in reply, reply
+        return reply["result"]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.result("close")
+            finally:
+                try:
+                    self.proc.wait(timeout=SESSION_DEADLINE_S)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+
+    def __enter__(self) -> "TsClient":
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is None:
+            self.close()
+        elif self.proc.poll() is None:  # a failed test: do not wait on calls still held
+            self.proc.kill()
+            self.proc.wait()
