@@ -1,5 +1,6 @@
 //! `holdcall console`: a read-only web page on a loopback address over the journal, the held
-//! calls, the sessions and the policy in force (axum).
+//! calls, the sessions and the policy in force (axum routing; its connections, accepted, shed and
+//! timed by `connections`, on hyper).
 //!
 //! Owns: the HTTP rules (loopback Host, GET/HEAD only, a per-launch bearer token for every
 //! `/api/` path, strict headers on every answer), the page's JSON, and the console's daemon
@@ -21,6 +22,8 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
+
+mod connections;
 
 use crate::approval::visible;
 use crate::config::Home;
@@ -216,16 +219,14 @@ pub fn run(opts: Options) -> Result<i32, ConsoleError> {
         .ok()
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty());
+    let cap = connections::connections_cap();
     let rt = crate::wire::current_thread().map_err(ConsoleError::Serve)?;
     rt.block_on(async move {
         let addr = SocketAddr::new(ip, opts.port);
-        let listener =
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|source| ConsoleError::Listen {
-                    addr: addr.to_string(),
-                    source,
-                })?;
+        let listener = connections::listen(addr).map_err(|source| ConsoleError::Listen {
+            addr: addr.to_string(),
+            source,
+        })?;
         let local = listener.local_addr().map_err(ConsoleError::Serve)?;
         {
             use std::io::Write as _;
@@ -249,14 +250,8 @@ pub fn run(opts: Options) -> Result<i32, ConsoleError> {
             machine_id,
             view: Mutex::new(View::default()),
         });
-        let listener = Bounded {
-            inner: listener,
-            slots: Arc::new(tokio::sync::Semaphore::new(limits::CONSOLE_CONNECTIONS_MAX)),
-        };
-        axum::serve(listener, router(shared))
-            .with_graceful_shutdown(stop_signal())
-            .await
-            .map_err(ConsoleError::Serve)
+        connections::serve(listener, router(shared), cap, stop_signal()).await;
+        Ok::<(), ConsoleError>(())
     })?;
     Ok(0)
 }
@@ -275,113 +270,6 @@ async fn stop_signal() {
         }
         // Without handlers the default dispositions stop the process, which is also a stop.
         _ => std::future::pending::<()>().await,
-    }
-}
-
-/// The console's listener: at most `CONSOLE_CONNECTIONS_MAX` connections at once (the next one
-/// waits in the kernel's queue until one closes), each closed when it goes
-/// `CONSOLE_IDLE_TIMEOUT` without an answer being written (a client that never finishes its
-/// headers, or an idle keep-alive connection).
-struct Bounded {
-    inner: tokio::net::TcpListener,
-    slots: Arc<tokio::sync::Semaphore>,
-}
-
-impl axum::serve::Listener for Bounded {
-    type Io = Guarded;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Guarded, SocketAddr) {
-        let permit = match self.slots.clone().acquire_owned().await {
-            Ok(p) => p,
-            // The semaphore is never closed; were it, accept no more connections.
-            Err(_) => std::future::pending().await,
-        };
-        let (io, addr) = axum::serve::Listener::accept(&mut self.inner).await;
-        let deadline = Box::pin(tokio::time::sleep(limits::CONSOLE_IDLE_TIMEOUT));
-        (
-            Guarded {
-                io,
-                deadline,
-                _slot: permit,
-            },
-            addr,
-        )
-    }
-
-    fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.inner.local_addr()
-    }
-}
-
-/// One connection, holding its slot until it closes. Reading fails with `TimedOut` once
-/// `CONSOLE_IDLE_TIMEOUT` has passed since it opened or since the console last wrote to it.
-struct Guarded {
-    io: tokio::net::TcpStream,
-    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
-    _slot: tokio::sync::OwnedSemaphorePermit,
-}
-
-impl tokio::io::AsyncRead for Guarded {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        use std::future::Future as _;
-        if self.deadline.as_mut().poll(cx).is_ready() {
-            return std::task::Poll::Ready(Err(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "no complete request in time",
-            )));
-        }
-        std::pin::Pin::new(&mut self.io).poll_read(cx, buf)
-    }
-}
-
-impl tokio::io::AsyncWrite for Guarded {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        let wrote = std::pin::Pin::new(&mut self.io).poll_write(cx, buf);
-        if matches!(wrote, std::task::Poll::Ready(Ok(_))) {
-            let next = tokio::time::Instant::now() + limits::CONSOLE_IDLE_TIMEOUT;
-            self.deadline.as_mut().reset(next);
-        }
-        wrote
-    }
-
-    fn poll_flush(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        let wrote = std::pin::Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
-        if matches!(wrote, std::task::Poll::Ready(Ok(_))) {
-            let next = tokio::time::Instant::now() + limits::CONSOLE_IDLE_TIMEOUT;
-            self.deadline.as_mut().reset(next);
-        }
-        wrote
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
     }
 }
 

@@ -230,20 +230,60 @@ pub const CONSOLE_DAEMON_TIMEOUT: Duration = Duration::from_secs(2);
 /// chain on each poll would compete with the daemon for the CPU. The page says when it checked.
 pub const CONSOLE_VERIFY_INTERVAL: Duration = Duration::from_secs(30);
 
-/// Most connections the console serves at once; more wait in the kernel's queue until one
-/// closes. A browser opens about six per origin; the rest is room for `curl` and the tests.
-pub const CONSOLE_CONNECTIONS_MAX: usize = 32;
+/// Most connections the console holds open at once. Every connection is accepted at once; when
+/// this many are open, the one that has waited longest for a request head is closed to make room
+/// (one still being answered only when none waits), so a flood of idle or dribbling connections
+/// costs a real request nothing. A browser opens about six per origin; the rest is room for
+/// `curl`, the tests, and an attacker's sockets to be shed. Each costs one file descriptor and a
+/// few KiB of buffers; fewer are held when the open-files limit is too low for this many.
+pub const CONSOLE_CONNECTIONS_MAX: usize = 256;
+
+/// File descriptors the console keeps free for its own work beside its connections: the
+/// journal's database files (opened per request), one daemon connection per request, the
+/// listener, the runtime's own, stdio. The connection cap is lowered to leave these free.
+pub const CONSOLE_FILES_RESERVED: usize = 64;
+
+/// Longest a connection may take to send a whole request head (request line and headers), from
+/// the moment it opens or from the end of its last answer. A fixed deadline: bytes arriving do
+/// not extend it, so a client dribbling one header line at a time (slowloris) is closed when it
+/// runs out, and an idle keep-alive connection too. A browser or `curl` sends its head in one
+/// write, within milliseconds; the page polls every 1.5 s, so a kept-alive connection is reused.
+pub const CONSOLE_HEAD_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Largest request head (bytes) the console reads; a longer one is answered 431. The longest
+/// legitimate head is a request line with `CONSOLE_QUERY_BYTES_MAX` of query plus a browser's
+/// headers (a few KiB). hyper refuses a buffer under 8 KiB.
+pub const CONSOLE_HEAD_BYTES_MAX: usize = 64 * 1024;
+
+const _: () = assert!(CONSOLE_HEAD_BYTES_MAX >= 8 * 1024);
+const _: () = assert!(CONSOLE_QUERY_BYTES_MAX + 16 * 1024 <= CONSOLE_HEAD_BYTES_MAX);
+
+/// Connections the kernel completes and queues for the console before it accepts them. When
+/// the queue is full the kernel drops a new connection's handshake and the client tries again
+/// a second later, so a flood of connections opened faster than the console accepts them would
+/// delay a real one by whole seconds; this holds a burst of them instead. Linux cuts it to
+/// `net.core.somaxconn` (4096 by default since 5.4).
+pub const CONSOLE_LISTEN_BACKLOG: u32 = 1024;
+
+/// How long the console's accept loop pauses when the kernel refuses it a connection for want of
+/// file descriptors (after closing the oldest waiting connection to free one), so a full table
+/// never spins the loop.
+pub const CONSOLE_ACCEPT_RETRY: Duration = Duration::from_millis(10);
 
 /// Longest a console connection may go without the console writing to it: from the moment it
-/// opens, or from the end of its last answer, until the next answer starts. A client that never
-/// finishes its headers (slowloris), or an idle keep-alive connection, is closed after this.
-pub const CONSOLE_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+/// opens, or from the last bytes of an answer it wrote. A client that stops reading an answer is
+/// closed after this. Longer than a head deadline and a request timeout together, so a slow
+/// answer to a request that arrived late is still written.
+pub const CONSOLE_IDLE_TIMEOUT: Duration = Duration::from_secs(12);
 
 /// Longest one console request may take before it is answered 503. Shorter than the idle
 /// timeout, so a slow answer is still written before its connection is closed.
 pub const CONSOLE_REQUEST_TIMEOUT: Duration = Duration::from_secs(8);
 
-const _: () = assert!(CONSOLE_REQUEST_TIMEOUT.as_secs() < CONSOLE_IDLE_TIMEOUT.as_secs());
+const _: () = assert!(
+    CONSOLE_HEAD_TIMEOUT.as_secs() + CONSOLE_REQUEST_TIMEOUT.as_secs()
+        < CONSOLE_IDLE_TIMEOUT.as_secs()
+);
 const _: () = assert!(CONSOLE_DAEMON_TIMEOUT.as_secs() < CONSOLE_REQUEST_TIMEOUT.as_secs());
 
 /// Most entries `/api/session` returns for one session (the newest); the answer says how many

@@ -684,25 +684,206 @@ fn a_connection_that_never_finishes_its_headers_is_closed() {
 }
 
 #[test]
-fn more_connections_than_the_limit_wait_or_are_refused_without_stopping_the_console() {
+fn more_connections_than_the_limit_shed_the_longest_waiting_without_stopping_the_console() {
     let env = home_with_a_journal();
     let c = Console::start(&env);
     let partial = format!("GET / HTTP/1.1\r\nHost: {}\r\n", c.host());
-    let held: Vec<TcpStream> = (0..holdcall::limits::CONSOLE_CONNECTIONS_MAX + 4)
+    let over = 4;
+    let held: Vec<TcpStream> = (0..holdcall::limits::CONSOLE_CONNECTIONS_MAX + over)
         .map(|_| {
             let mut s = TcpStream::connect(&c.addr).unwrap();
             s.write_all(partial.as_bytes()).unwrap();
             s
         })
         .collect();
-    // Every slot is taken by a connection that never finishes; a real request waits for a slot
-    // (the held ones are closed after the idle timeout) and is then answered.
+    // Every slot is taken by a connection that never finishes its head; a real request is
+    // accepted at once (the kernel hands connections over in order, so all the held ones were
+    // accepted before it), and answered.
     let a = c.get("/");
     assert_eq!(a.status, 200);
     a.assert_strict_headers();
+    // The oldest were shed to make room as the newer ones came, before the answer was written.
+    for s in &held[..over] {
+        s.set_nonblocking(true).unwrap();
+        let mut byte = [0u8; 1];
+        match (&*s).read(&mut byte) {
+            Ok(0) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            other => panic!("a connection that should have been shed is still open: {other:?}"),
+        }
+    }
+    // The rest are closed when their head deadline passes.
     for s in held {
+        s.set_nonblocking(false).unwrap();
         closed_by_the_console(s);
     }
     let api = c.json("/api/snapshot");
     assert_eq!(api["journal"]["chain"], "intact");
+}
+
+/// What issue 12 promises: a request with the token is answered within this while the
+/// console's port is flooded with idle or dribbling loopback connections.
+const PROMISE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Lets this test process hold the sockets of the flood tests, which run beside the others in
+/// one process: the soft RLIMIT_NOFILE is raised to 4,096 (or the hard limit, if lower); a
+/// console started afterwards inherits it. Fails, naming the limit, below 2,048.
+fn allow_open_files() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    if soft < 4096 {
+        setrlimit(Resource::RLIMIT_NOFILE, hard.min(4096), hard).unwrap();
+    }
+    let (soft, _) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    assert!(
+        soft >= 2048,
+        "the flood tests hold over a thousand sockets; RLIMIT_NOFILE's hard limit is {hard}"
+    );
+}
+
+impl Console {
+    /// Sends one request with the token on a new connection and returns how long it took from
+    /// before the connect to the end of the answer; the answer must be 200.
+    fn timed_api(&self, path: &str) -> std::time::Duration {
+        let started = std::time::Instant::now();
+        let a = self.api(path);
+        let took = started.elapsed();
+        assert_eq!(a.status, 200, "{path}: {}", a.body);
+        a.assert_strict_headers();
+        took
+    }
+}
+
+#[test]
+fn a_thousand_idle_loopback_connections_do_not_delay_a_request_with_the_token() {
+    allow_open_files();
+    let env = home_with_calls();
+    let c = Console::start(&env);
+    // The console's first read of the journal is not what is measured.
+    c.json("/api/snapshot");
+    let mut idle = Vec::new();
+    for n in [0, 100, 1000] {
+        // Connections that send nothing, left open by this test.
+        while idle.len() < n {
+            idle.push(TcpStream::connect(&c.addr).unwrap());
+        }
+        let took = c.timed_api("/api/snapshot");
+        eprintln!("with {n} idle loopback connections, a request with the token took {took:?}");
+        assert!(
+            took < PROMISE,
+            "with {n} idle connections a request with the token took {took:?}"
+        );
+    }
+    // The oldest idle connection was closed by the console (shed, or past its head deadline).
+    closed_by_the_console(idle.swap_remove(0));
+}
+
+/// What the dribbling attacker saw.
+struct Dribbled {
+    /// Header lines written.
+    lines: usize,
+    /// Connections the console closed (each replaced by a new one).
+    cut: usize,
+    /// The longest a dribbling connection lived before the console closed it.
+    longest: std::time::Duration,
+}
+
+/// Keeps `n` connections dribbling a request head to `addr`: a request line, then one header
+/// line per connection every `pace`, never the blank line that ends the head. A connection the
+/// console closes is replaced at once. Says on `ready` once all `n` are open; stops when `stop`
+/// is set.
+fn dribble(
+    addr: String,
+    host: String,
+    n: usize,
+    pace: std::time::Duration,
+    ready: std::sync::mpsc::Sender<()>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Dribbled {
+    use std::time::Instant;
+    let open = || {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        s.write_all(format!("GET /api/snapshot HTTP/1.1\r\nHost: {host}\r\n").as_bytes())
+            .unwrap();
+        s.set_nonblocking(true).unwrap();
+        (s, Instant::now())
+    };
+    let mut conns: Vec<(TcpStream, Instant)> = (0..n).map(|_| open()).collect();
+    let _ = ready.send(());
+    let mut out = Dribbled {
+        lines: 0,
+        cut: 0,
+        longest: std::time::Duration::ZERO,
+    };
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        for (i, slot) in conns.iter_mut().enumerate() {
+            let mut byte = [0u8; 1];
+            let closed = match slot.0.read(&mut byte) {
+                Ok(_) => true,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => false,
+                Err(_) => true,
+            } || slot
+                .0
+                .write_all(format!("X-Dribble-{i}: {}\r\n", out.lines).as_bytes())
+                .is_err();
+            if closed {
+                out.cut += 1;
+                out.longest = out.longest.max(slot.1.elapsed());
+                *slot = open();
+            } else {
+                out.lines += 1;
+            }
+        }
+        // The attacker's pace, not a synchronisation: each connection sends a line per `pace`.
+        std::thread::sleep(pace);
+    }
+    out
+}
+
+#[test]
+fn two_hundred_dribbling_connections_do_not_delay_a_request_with_the_token() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    allow_open_files();
+    let env = home_with_calls();
+    let c = Console::start(&env);
+    c.json("/api/snapshot");
+    let baseline = c.timed_api("/api/snapshot");
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ready_tx, ready) = std::sync::mpsc::channel();
+    let attacker = {
+        let (addr, host, stop) = (c.addr.clone(), c.host(), stop.clone());
+        let pace = std::time::Duration::from_millis(500);
+        std::thread::spawn(move || dribble(addr, host, 200, pace, ready_tx, stop))
+    };
+    ready.recv_timeout(PATIENCE).unwrap();
+    // Requests back to back for longer than two head deadlines, so dribblers are cut and come
+    // back while they are sent.
+    let window = 2 * holdcall::limits::CONSOLE_HEAD_TIMEOUT + std::time::Duration::from_secs(1);
+    let started = std::time::Instant::now();
+    let (mut requests, mut worst) = (0, std::time::Duration::ZERO);
+    while started.elapsed() < window {
+        worst = worst.max(c.timed_api("/api/snapshot"));
+        requests += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let seen = attacker.join().unwrap();
+    eprintln!(
+        "with 200 dribbling loopback connections ({} header lines, {} cut by the console, the \
+         longest-lived {:?}), the slowest of {requests} requests with the token took {worst:?} \
+         (alone: {baseline:?})",
+        seen.lines, seen.cut, seen.longest
+    );
+    assert!(
+        worst < PROMISE,
+        "with 200 dribbling connections a request with the token took {worst:?}"
+    );
+    // The head deadline is not extended by dribbling: dribblers were cut, each well before the
+    // console's idle timeout (which only a written answer would restart).
+    assert!(seen.cut > 0, "the console cut no dribbling connection");
+    assert!(
+        seen.longest < holdcall::limits::CONSOLE_IDLE_TIMEOUT,
+        "a dribbling connection lived {:?}",
+        seen.longest
+    );
 }
