@@ -345,7 +345,7 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
     // impostor's) and ours to replace. A POSIX record lock: the kernel releases it when this
     // process closes ANY descriptor of daemon.lock, so nothing in the daemon opens that file
     // again (see `wire::DaemonLock`).
-    let _lock = match wire::take_daemon_lock(&home) {
+    let lock = match wire::take_daemon_lock(&home) {
         Ok(Ok(lock)) => lock,
         Ok(Err(holder)) => {
             return Err(DaemonError::AlreadyRunning(format!(
@@ -382,7 +382,13 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
     let (tx, rx) = std_mpsc::channel();
     std::thread::Builder::new()
         .name("journal-writer".into())
-        .spawn(move || writer_thread(j, rx))
+        .spawn(move || {
+            writer_thread(j, rx);
+            // The lock goes last, with the journal closed (SQLite checkpoints at close): a
+            // daemon that may still write holds it, so `daemon stop`, which waits for the lock,
+            // returns only once nothing more will be written.
+            drop(lock);
+        })
         .map_err(|source| DaemonError::Listen {
             path: db.display().to_string(),
             source,
