@@ -690,6 +690,8 @@ pub fn take_daemon_lock(home: &Home) -> std::io::Result<Result<DaemonLock, Optio
         .read(true)
         .write(true)
         .mode(0o600)
+        // The lock is this very file in the home, never wherever a symlink planted there points.
+        .custom_flags(nix::libc::O_NOFOLLOW)
         .open(home.lock_path())?;
     let lock = whole_file(nix::libc::F_WRLCK);
     match nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_SETLK(&lock)) {
@@ -714,7 +716,12 @@ pub fn take_daemon_lock(home: &Home) -> std::io::Result<Result<DaemonLock, Optio
 /// the daemon: closing the file it opens would release the daemon's own lock (see
 /// [`DaemonLock`]).
 pub fn lock_holder(home: &Home) -> Option<i32> {
-    let file = std::fs::File::open(home.lock_path()).ok()?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(home.lock_path())
+        .ok()?;
     holder_of(&file).ok().flatten()
 }
 

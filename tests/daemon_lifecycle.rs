@@ -17,6 +17,15 @@ use std::time::{Duration, Instant};
 
 use common::{Env, PATIENCE};
 
+/// The tests of this file run one at a time: the load test's CPU burners must not slow the
+/// others past their deadlines (a daemon that takes longer than `DAEMON_START_TIMEOUT` to start
+/// is a failure, rightly).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Kills helper processes when a test ends, passing or not.
 struct KillOnDrop(Vec<i32>);
 
@@ -91,6 +100,7 @@ fn log(env: &Env) -> String {
 
 #[test]
 fn a_second_daemon_for_the_same_home_cannot_start_while_one_runs() {
+    let _serial = serial();
     let env = Env::fast();
     env.ok(&["daemon", "start"]);
     let first = holder(&env).unwrap();
@@ -109,6 +119,7 @@ fn a_second_daemon_for_the_same_home_cannot_start_while_one_runs() {
 
 #[test]
 fn a_second_daemon_through_a_symlink_to_the_home_cannot_start_either() {
+    let _serial = serial();
     let env = Env::fast();
     env.ok(&["daemon", "start"]);
     let first = holder(&env).unwrap();
@@ -149,6 +160,7 @@ fn a_second_daemon_through_a_symlink_to_the_home_cannot_start_either() {
 
 #[test]
 fn a_command_that_starts_the_daemon_is_never_refused_as_an_impostor_on_a_loaded_machine() {
+    let _serial = serial();
     // Regression for issue 12, item 10: the daemon turned credential passing on after it had
     // started listening, and a CLI that connected in between had its bytes refused ("came from
     // pid unknown"). Two CPU burners load the machine; each round a fresh home is started by
@@ -205,6 +217,7 @@ fn a_command_that_starts_the_daemon_is_never_refused_as_an_impostor_on_a_loaded_
 
 #[test]
 fn a_removed_socket_is_put_back_and_a_new_command_reaches_the_same_daemon() {
+    let _serial = serial();
     let env = Env::fast();
     env.ok(&["daemon", "start"]);
     let pid = holder(&env).unwrap();
@@ -235,6 +248,7 @@ fn a_removed_socket_is_put_back_and_a_new_command_reaches_the_same_daemon() {
 
 #[test]
 fn a_daemon_whose_socket_cannot_come_back_is_still_found_by_status_and_stopped_by_stop() {
+    let _serial = serial();
     let env = Env::fast();
     env.ok(&["daemon", "start"]);
     let pid = holder(&env).unwrap();
@@ -265,6 +279,7 @@ fn a_daemon_whose_socket_cannot_come_back_is_still_found_by_status_and_stopped_b
 
 #[test]
 fn status_says_running_and_stop_stops_the_daemon_after_its_socket_is_removed() {
+    let _serial = serial();
     let env = Env::fast();
     env.ok(&["daemon", "start"]);
     let pid = holder(&env).unwrap();
@@ -284,6 +299,7 @@ fn status_says_running_and_stop_stops_the_daemon_after_its_socket_is_removed() {
 
 #[test]
 fn restart_after_the_socket_is_removed_replaces_the_daemon() {
+    let _serial = serial();
     let env = Env::fast();
     env.ok(&["daemon", "start"]);
     let pid = holder(&env).unwrap();
@@ -301,6 +317,7 @@ fn restart_after_the_socket_is_removed_replaces_the_daemon() {
 
 #[test]
 fn status_names_the_signal_a_daemon_died_of_and_a_new_daemon_clears_it() {
+    let _serial = serial();
     let env = Env::fast();
     env.ok(&["daemon", "start"]);
     let pid = holder(&env).unwrap();
@@ -338,6 +355,7 @@ fn status_names_the_signal_a_daemon_died_of_and_a_new_daemon_clears_it() {
 
 #[test]
 fn status_names_sigkill_too() {
+    let _serial = serial();
     let env = Env::fast();
     env.ok(&["daemon", "start"]);
     let pid = holder(&env).unwrap();
@@ -356,6 +374,7 @@ fn status_names_sigkill_too() {
 
 #[test]
 fn doctor_fails_on_a_listener_at_the_socket_path_an_older_build_used_for_this_home() {
+    let _serial = serial();
     let env = Env::fast();
     // Older builds put this home's socket at $XDG_RUNTIME_DIR/holdcall/d-<12 hex of the
     // SHA-256 of the home's path>.sock; something listens there now.
@@ -413,6 +432,7 @@ while True:
 
 #[test]
 fn doctor_fails_on_a_daemon_run_for_this_home_that_does_not_hold_its_lock() {
+    let _serial = serial();
     let env = Env::fast();
     env.ok(&["daemon", "start"]);
     let lock_holder = holder(&env).unwrap();
