@@ -537,6 +537,38 @@ mod tests {
         UnixStream::connect(&path).unwrap();
     }
 
+    #[tokio::test]
+    async fn a_connection_queued_before_the_listener_passes_credentials_carries_none_so_ours_is_set_before_listen()
+     {
+        // Issue 12, item 10, pinned at the kernel: a connection that arrives between `listen`
+        // and turning credential passing on for the listener does not inherit the flag, and its
+        // bytes name no writer, so the daemon refuses the very CLI that started it.
+        use tokio::io::AsyncWriteExt;
+        let me = std::process::id() as i32;
+        let dir = tempfile::tempdir().unwrap();
+        let old_path = dir.path().join("old.sock");
+        let old = std::os::unix::net::UnixListener::bind(&old_path).unwrap();
+        let mut early = connect_passing_credentials(&old_path).unwrap();
+        pass_credentials(&old).unwrap();
+        let (srv, _) = old.accept().unwrap();
+        early.write_all(b"hi\n").await.unwrap();
+        srv.set_nonblocking(true).unwrap();
+        let (r, _w) = tokio::net::UnixStream::from_std(srv).unwrap().into_split();
+        let err = CheckedReader::new(r, me).read_line(1024).await.unwrap_err();
+        assert!(err.to_string().contains("pid unknown"), "{err}");
+
+        // Ours: on before the socket has its name, so no connection can come before it.
+        let path = dir.path().join("daemon.sock");
+        let (l, _) = listen_passing_credentials(&path).unwrap();
+        let mut first = connect_passing_credentials(&path).unwrap();
+        let (srv, _) = l.accept().unwrap();
+        first.write_all(b"hi\n").await.unwrap();
+        srv.set_nonblocking(true).unwrap();
+        let (r, _w) = tokio::net::UnixStream::from_std(srv).unwrap().into_split();
+        let got = CheckedReader::new(r, me).read_line(1024).await.unwrap();
+        assert_eq!(got, Some(b"hi\n".to_vec()));
+    }
+
     #[test]
     fn a_temporary_socket_name_always_fits_a_socket_address() {
         let deep = format!("/{}/daemon.sock", "d".repeat(86));
