@@ -177,7 +177,12 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum DaemonCmd {
     /// Run the daemon in the foreground (what `start` runs in the background).
-    Run,
+    Run {
+        /// Be the daemon itself. Without it, `run` supervises: it runs the daemon as its child
+        /// and records how it ended when it ends abnormally (`daemon.exit`, `status`).
+        #[arg(long, hide = true)]
+        child: bool,
+    },
     /// Start the daemon in the background if it is not running.
     Start,
     /// Stop the daemon.
@@ -421,6 +426,9 @@ pub enum CliError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Daemon(#[from] crate::daemon::DaemonError),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Supervise(#[from] crate::supervise::SuperviseError),
     #[error(transparent)]
     #[diagnostic(transparent)]
     Policy(#[from] crate::policy::PolicyError),
@@ -1571,10 +1579,15 @@ pub fn write_explanation(out: &mut impl Write, e: &Explanation) -> std::io::Resu
 fn daemon_cmd(action: DaemonCmd) -> Result<i32, CliError> {
     let (home, config) = home_and_config()?;
     match action {
-        DaemonCmd::Run => {
+        DaemonCmd::Run { child: false } => {
             // Detach from the terminal's session when started in the background; harmless
-            // (and refused by the kernel) when already a group leader in the foreground.
+            // (and refused by the kernel) when already a group leader in the foreground. The
+            // daemon, its child, stays in this session.
             let _ = nix::unistd::setsid();
+            let rt = wire::current_thread()?;
+            Ok(rt.block_on(crate::supervise::supervise(&home))?)
+        }
+        DaemonCmd::Run { child: true } => {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()
@@ -1629,18 +1642,62 @@ fn daemon_cmd(action: DaemonCmd) -> Result<i32, CliError> {
         DaemonCmd::Status => {
             let rt = wire::current_thread()?;
             rt.block_on(async {
-                let (line, code) = daemon_line(&home).await;
-                println!("{line}");
-                Ok(code)
+                let d = daemon_line(&home).await;
+                println!("{}", d.text);
+                Ok(d.code)
             })
         }
     }
 }
 
-/// One line about the daemon and the exit code `daemon status` gives for it.
-async fn daemon_line(home: &Home) -> (String, i32) {
+/// What `status` and `daemon status` say about the daemon.
+struct DaemonLine {
+    /// One line, starting `daemon   `.
+    text: String,
+    /// The exit code `daemon status` gives: 0 running, 1 something is wrong, 3 not running.
+    code: i32,
+    /// The daemon's pid: the lock holder's, by the kernel's word.
+    pid: Option<i32>,
+}
+
+/// One line about the daemon. The home's lock says whether a daemon runs (F_GETLK names its
+/// pid); the socket says whether it answers. "not running" only when the lock is free.
+async fn daemon_line(home: &Home) -> DaemonLine {
+    let holder = wire::lock_holder(home);
+    let socket = home.socket_path();
+    let line = |text: String, code: i32| DaemonLine {
+        text,
+        code,
+        pid: holder,
+    };
     match wire::probe(home).await {
-        Probe::NotRunning => ("daemon   not running".into(), 3),
+        Probe::NotRunning => match holder {
+            None => {
+                let mut text = "daemon   not running".to_string();
+                if let Some(rec) = crate::supervise::last_exit(home) {
+                    text.push_str(&format!(" -- {}", rec.describe()));
+                }
+                line(text, 3)
+            }
+            Some(pid) => match crate::peer::judge_pid(pid) {
+                crate::peer::Verdict::Same { .. } => line(
+                    format!(
+                        "daemon   running (pid {pid}) but not answering on {}",
+                        socket.display()
+                    ),
+                    1,
+                ),
+                v => line(
+                    format!(
+                        "daemon   the lock {} is held by pid {pid}, and nothing answers on {}: {}",
+                        home.lock_path().display(),
+                        socket.display(),
+                        v.describe("that process")
+                    ),
+                    1,
+                ),
+            },
+        },
         Probe::Other(v) => {
             let older = matches!(
                 v,
@@ -1650,12 +1707,12 @@ async fn daemon_line(home: &Home) -> (String, i32) {
                 }
             );
             if older {
-                (
+                line(
                     "daemon   OLDER BUILD -- run `holdcall daemon restart`".into(),
                     1,
                 )
             } else {
-                (
+                line(
                     format!(
                         "daemon   NOT HOLDCALL -- {}",
                         v.describe("the process on the socket")
@@ -1674,27 +1731,86 @@ async fn daemon_line(home: &Home) -> (String, i32) {
                 sessions,
                 durability,
                 ..
-            }) => (
-                format!(
+            }) => DaemonLine {
+                text: format!(
                     "daemon   running (pid {pid}, version {version}, {sessions} live session(s), durability {durability})"
                 ),
-                0,
+                code: 0,
+                pid: holder.or(i32::try_from(pid).ok()),
+            },
+            Ok(_) | Err(_) => line(
+                format!(
+                    "daemon   running{} but not answering on {}",
+                    holder.map(|p| format!(" (pid {p})")).unwrap_or_default(),
+                    socket.display()
+                ),
+                1,
             ),
-            Ok(_) | Err(_) => ("daemon   running but not answering".into(), 1),
         },
     }
 }
 
+/// Sends SIGTERM to the holder of the home's daemon lock, after checking that it is this
+/// Holdcall (or an older build at the same path) running as us: a pid is only a number.
+fn signal_lock_holder(home: &Home, pid: i32) -> Result<(), CliError> {
+    use crate::peer::Verdict;
+    match crate::peer::judge_pid(pid) {
+        Verdict::Same { .. }
+        | Verdict::OtherProgram {
+            older_build: true, ..
+        } if pid > 0 => {}
+        v => {
+            return Err(CliError::Refused(format!(
+                "not stopping pid {pid}, the holder of {}: {}",
+                home.lock_path().display(),
+                if pid > 0 {
+                    v.describe("that process")
+                } else {
+                    "the kernel does not name it (it runs in another pid namespace)".into()
+                }
+            )));
+        }
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .map_err(|e| CliError::Refused(format!("cannot stop pid {pid}: {e}")))
+}
+
 async fn stop_daemon(home: &Home) -> Result<i32, CliError> {
     match wire::probe(home).await {
-        Probe::NotRunning => {
-            println!("holdcall: no daemon was running");
-            return Ok(0);
-        }
+        Probe::NotRunning => match wire::lock_holder(home) {
+            None => {
+                println!("holdcall: no daemon was running");
+                return Ok(0);
+            }
+            // Its socket is gone (or not there yet): the lock still names it.
+            Some(pid) => {
+                signal_lock_holder(home, pid)?;
+                println!(
+                    "holdcall: stopping the daemon (pid {pid}), which was not answering on {}",
+                    home.socket_path().display()
+                );
+            }
+        },
         Probe::Ours(mut conn) => {
-            conn.call(&Request::Shutdown, limits::CLI_REQUEST_TIMEOUT)
-                .await?;
-            println!("holdcall: stopping the daemon");
+            match conn
+                .call(&Request::Shutdown, limits::CLI_REQUEST_TIMEOUT)
+                .await
+            {
+                Ok(_) => println!("holdcall: stopping the daemon"),
+                // It did not answer: the lock names it, and a signal stops it.
+                Err(e) => match wire::lock_holder(home) {
+                    Some(pid) => {
+                        signal_lock_holder(home, pid)?;
+                        println!(
+                            "holdcall: stopping the daemon (pid {pid}), which did not answer: {e}"
+                        );
+                    }
+                    None => return Err(e.into()),
+                },
+            }
         }
         Probe::Other(crate::peer::Verdict::OtherProgram {
             pid,
@@ -1719,17 +1835,18 @@ async fn stop_daemon(home: &Home) -> Result<i32, CliError> {
     }
     let deadline = Instant::now() + limits::DAEMON_START_TIMEOUT;
     while Instant::now() < deadline {
-        // Gone means its socket is gone and its lock released: a daemon still writing its
-        // last entries holds the lock after removing the socket.
-        if matches!(wire::probe(home).await, Probe::NotRunning) && wire::daemon_lock_free(home) {
+        // Gone means its lock is released (a daemon still writing its last entries holds the
+        // lock after removing its socket) and nothing of ours answers on the socket.
+        if wire::daemon_lock_free(home) && !matches!(wire::probe(home).await, Probe::Ours(_)) {
             return Ok(0);
         }
-        // Waiting for another process to let go of its socket: nothing to wait on but time.
+        // Waiting for another process to let go of its lock: nothing to wait on but time.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    Err(CliError::Refused(
-        "the daemon did not stop within 5 seconds".into(),
-    ))
+    Err(CliError::Refused(format!(
+        "the daemon did not stop within {:?}",
+        limits::DAEMON_START_TIMEOUT
+    )))
 }
 
 fn open_reader(home: &Home) -> Result<Reader, CliError> {
@@ -1892,7 +2009,8 @@ fn status_cmd(json: bool) -> Result<i32, CliError> {
     let home = Home::from_env()?;
     let config = Config::load(&home);
     let rt = wire::current_thread()?;
-    let (daemon, _) = rt.block_on(daemon_line(&home));
+    let d = rt.block_on(daemon_line(&home));
+    let daemon = d.text;
     let reader = Reader::open(&home.db_path());
     let (journal_line, head, policies) = match &reader {
         Ok(r) => {
@@ -1919,6 +2037,7 @@ fn status_cmd(json: bool) -> Result<i32, CliError> {
             "socket": home.socket_path(),
             "config": config.as_ref().map(|_| "ok".to_string()).unwrap_or_else(|e| e.to_string()),
             "daemon": daemon.trim_start_matches("daemon").trim(),
+            "pid": d.pid,
             "journal": journal_line.trim_start_matches("journal").trim(),
             "head": head,
             "policies": policies,
@@ -1941,8 +2060,10 @@ fn status_cmd(json: bool) -> Result<i32, CliError> {
         println!("head     {h}");
     }
     println!("policy   {policies} rule(s)");
-    let unhealthy =
-        config.is_err() || journal_line.contains("UNREADABLE") || journal_line.contains("broken");
+    let unhealthy = config.is_err()
+        || d.code == 1
+        || journal_line.contains("UNREADABLE")
+        || journal_line.contains("broken");
     Ok(if unhealthy { 1 } else { 0 })
 }
 

@@ -340,19 +340,32 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
     home.prepare()?;
     let socket = home.socket_path();
     let lock_path = home.lock_path();
-    let lock_file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|source| DaemonError::Listen {
-            path: lock_path.display().to_string(),
-            source,
-        })?;
-    // Held for the daemon's whole life: while we hold it, no other daemon for this home runs,
-    // so any socket file left behind is stale and safe to remove.
-    let _lock = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusiveNonblock)
-        .map_err(|_| DaemonError::AlreadyRunning(home.dir().display().to_string()))?;
+    // Held for the daemon's whole life, taken before anything else: while we hold it no other
+    // daemon serves this home's database, so any socket file at our path is stale (or an
+    // impostor's) and ours to replace. A POSIX record lock: the kernel releases it when this
+    // process closes ANY descriptor of daemon.lock, so nothing in the daemon opens that file
+    // again (see `wire::DaemonLock`).
+    let lock = match wire::take_daemon_lock(&home) {
+        Ok(Ok(lock)) => lock,
+        Ok(Err(holder)) => {
+            return Err(DaemonError::AlreadyRunning(format!(
+                "{}: {} holds {}",
+                home.dir().display(),
+                holder
+                    .map(|p| format!("pid {p}"))
+                    .unwrap_or_else(|| "another process".into()),
+                lock_path.display()
+            )));
+        }
+        Err(source) => {
+            return Err(DaemonError::Listen {
+                path: lock_path.display().to_string(),
+                source,
+            });
+        }
+    };
+    // A daemon of this home runs again: how the last one ended is history.
+    crate::supervise::clear_exit(&home);
 
     let db = home.db_path();
     let has_entries = journal::journal_has_entries(&db)?;
@@ -369,7 +382,13 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
     let (tx, rx) = std_mpsc::channel();
     std::thread::Builder::new()
         .name("journal-writer".into())
-        .spawn(move || writer_thread(j, rx))
+        .spawn(move || {
+            writer_thread(j, rx);
+            // The lock goes last, with the journal closed (SQLite checkpoints at close): a
+            // daemon that may still write holds it, so `daemon stop`, which waits for the lock,
+            // returns only once nothing more will be written.
+            drop(lock);
+        })
         .map_err(|source| DaemonError::Listen {
             path: db.display().to_string(),
             source,
@@ -407,31 +426,7 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
             source: std::io::Error::other(e),
         })?;
 
-    let _ = std::fs::remove_file(&socket);
-    // The socket is created inside a 0700 directory with a 077 umask, so there is no moment at
-    // which another user could connect; then it is narrowed to 0600 explicitly.
-    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
-    let listener = UnixListener::bind(&socket);
-    nix::sys::stat::umask(old);
-    let listener = listener.map_err(|source| DaemonError::Listen {
-        path: socket.display().to_string(),
-        source,
-    })?;
-    // Every accepted connection inherits credential passing, so every byte a client sends
-    // names the process that wrote it (see `peer::CheckedReader`).
-    peer::pass_credentials(&listener).map_err(|source| DaemonError::Listen {
-        path: socket.display().to_string(),
-        source,
-    })?;
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600)).map_err(
-            |source| DaemonError::Listen {
-                path: socket.display().to_string(),
-                source,
-            },
-        )?;
-    }
+    let (mut listener, mut bound) = listen(&socket)?;
     tracing::info!(
         "holdcall daemon {} listening on {} (pid {})",
         crate::VERSION,
@@ -461,8 +456,10 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
             source,
         })?;
     let mut next_conn: u64 = 0;
+    let mut watch = tokio::time::interval(limits::SOCKET_CHECK_INTERVAL);
+    watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
+        let check = tokio::select! {
             accepted = listener.accept() => {
                 match accepted {
                     Ok((stream, _)) => {
@@ -472,14 +469,59 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
                     }
                     Err(e) => tracing::warn!("accept failed: {e}"),
                 }
+                false
             }
+            _ = watch.tick() => true,
             _ = term.recv() => break,
             _ = tokio::signal::ctrl_c() => break,
             _ = state.shutdown.notified() => break,
+        };
+        // A socket removed or replaced behind our back would leave this daemon unreachable (and
+        // a relay would start nothing while we hold the lock): put ours back the same way it was
+        // first placed. Connections already accepted are untouched.
+        let now = peer::SocketFile::at(&socket);
+        if !check || now == Some(bound) {
+            continue;
+        }
+        let what = match now {
+            None => "was removed",
+            Some(_) => "was replaced by another file",
+        };
+        match listen(&socket) {
+            Ok((l, b)) => {
+                listener = l;
+                bound = b;
+                tracing::warn!(
+                    "the daemon's socket {} {what}; listening on a new one there",
+                    socket.display()
+                );
+                let _ = state
+                    .writer
+                    .append(
+                        Kind::Anomaly,
+                        Fields {
+                            anomaly: Some("socket-replaced".into()),
+                            reason: Some(format!(
+                                "the daemon's socket {} {what} while it ran; it listens on a new one",
+                                socket.display()
+                            )),
+                            ..Fields::default()
+                        },
+                    )
+                    .await;
+            }
+            Err(e) => tracing::warn!(
+                "the daemon's socket {} {what}, and a new one could not be made (tried again in {:?}): {e}",
+                socket.display(),
+                limits::SOCKET_CHECK_INTERVAL
+            ),
         }
     }
     tracing::info!("holdcall daemon stopping");
-    let _ = std::fs::remove_file(&socket);
+    // Only our own socket: a file put there since is not ours to remove.
+    if peer::SocketFile::at(&socket) == Some(bound) {
+        let _ = std::fs::remove_file(&socket);
+    }
     // A stopping daemon ends every session, so every call still held ends with it.
     for hold in state.approvals.take_where(|_| true) {
         let _ = settle(&state, hold, Release::Rejected, Cause::SessionEnded, None).await;
@@ -503,6 +545,19 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
             .await;
     }
     Ok(())
+}
+
+/// Listens on `socket` with credential passing on before anyone can connect, put in place by
+/// an atomic rename (see `peer::listen_passing_credentials`); the file it is at, to watch.
+fn listen(socket: &std::path::Path) -> Result<(UnixListener, peer::SocketFile), DaemonError> {
+    let err = |source| DaemonError::Listen {
+        path: socket.display().to_string(),
+        source,
+    };
+    let (std_listener, file) = peer::listen_passing_credentials(socket).map_err(err)?;
+    std_listener.set_nonblocking(true).map_err(err)?;
+    let listener = UnixListener::from_std(std_listener).map_err(err)?;
+    Ok((listener, file))
 }
 
 /// What a handled request asks the connection to do next.

@@ -54,6 +54,7 @@ pub mod policyfile;
 pub mod policytest;
 pub mod projection;
 pub mod relay;
+pub mod supervise;
 pub mod vault;
 pub mod wire;
 

@@ -37,6 +37,12 @@ pub const JSON_DEPTH_MAX: usize = 128;
 /// How long a relay or CLI waits for a daemon it started to answer.
 pub const DAEMON_START_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How often the daemon checks that its socket path still names the socket it bound (issue 12,
+/// item 4: a removed or replaced socket left a daemon nobody could reach or stop). One `lstat`
+/// a second costs nothing, and a relay started meanwhile waits up to `DAEMON_START_TIMEOUT`
+/// for the socket to come back, so the check must come round well within that.
+pub const SOCKET_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
 /// How long a CLI command waits for the daemon's answer to one request.
 pub const CLI_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -51,6 +57,7 @@ pub const SOCKET_PATH_BYTES_MAX: usize = 100;
 pub const LOG_DEFAULT_LIMIT: usize = 50;
 
 const _: () = assert!(ARGUMENTS_BYTES_MAX <= SOCKET_LINE_BYTES_MAX / 2);
+const _: () = assert!(SOCKET_CHECK_INTERVAL.as_millis() * 3 <= DAEMON_START_TIMEOUT.as_millis());
 const _: () = assert!(ARGUMENTS_BYTES_MAX < FRAME_BYTES_MAX);
 const _: () = assert!(TOOL_NAME_BYTES_MAX < ARGUMENTS_BYTES_MAX);
 

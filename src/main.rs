@@ -12,7 +12,7 @@ fn main() {
     let default = if matches!(
         cli.command,
         holdcall::cli::Command::Daemon {
-            action: holdcall::cli::DaemonCmd::Run
+            action: holdcall::cli::DaemonCmd::Run { .. }
         }
     ) {
         "info"
@@ -72,7 +72,7 @@ fn prints_for_a_person(command: &holdcall::cli::Command) -> bool {
             | Command::Demo
             | Command::DemoServer { .. }
             | Command::Daemon {
-                action: DaemonCmd::Run
+                action: DaemonCmd::Run { .. }
             }
     )
 }

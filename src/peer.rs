@@ -127,6 +127,42 @@ pub fn judge<F: AsFd>(sock: &F) -> Verdict {
             me,
         };
     }
+    judge_image(pid, pidfd.as_ref())
+}
+
+/// Judges a process known only by its pid (the holder of a home's daemon lock, as the kernel
+/// names it) by the same rules as a peer: our effective uid, and this executable image.
+pub fn judge_pid(pid: i32) -> Verdict {
+    let status = match std::fs::read_to_string(format!("/proc/{pid}/status")) {
+        Ok(s) => s,
+        Err(e) => {
+            return Verdict::Unknown {
+                reason: format!("cannot read /proc/{pid}/status: {e}"),
+            };
+        }
+    };
+    // `Uid:` lists the real, effective, saved and file-system uids; a peer's SO_PEERCRED uid
+    // is the effective one.
+    let euid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|u| u.split_whitespace().nth(1))
+        .and_then(|u| u.parse::<u32>().ok());
+    let Some(uid) = euid else {
+        return Verdict::Unknown {
+            reason: format!("/proc/{pid}/status names no uid"),
+        };
+    };
+    let me = nix::unistd::geteuid().as_raw();
+    if uid != me {
+        return Verdict::WrongUser { pid, uid, me };
+    }
+    judge_image(pid, None)
+}
+
+/// The image half of a verdict: whether `pid` runs this very executable. With `pidfd`, a pid
+/// recycled while it was read is noticed.
+fn judge_image(pid: i32, pidfd: Option<&OwnedFd>) -> Verdict {
     let theirs = match image_of_path(&format!("/proc/{pid}/exe")) {
         Ok(i) => i,
         Err(e) => {
@@ -135,7 +171,7 @@ pub fn judge<F: AsFd>(sock: &F) -> Verdict {
             };
         }
     };
-    if let Some(fd) = &pidfd
+    if let Some(fd) = pidfd
         && pid_of_pidfd(fd) != Some(pid)
     {
         return Verdict::Unknown {
@@ -293,6 +329,94 @@ fn too_long(max: usize) -> std::io::Error {
     )
 }
 
+/// Which file a socket path names: its device and inode (as `lstat` sees it, never following a
+/// symlink), so a socket removed or replaced behind the daemon's back is noticed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocketFile {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+impl SocketFile {
+    /// The file at `path` now, or None when nothing is there (or it cannot be read).
+    pub fn at(path: &std::path::Path) -> Option<SocketFile> {
+        let m = std::fs::symlink_metadata(path).ok()?;
+        Some(SocketFile {
+            dev: m.dev(),
+            ino: m.ino(),
+        })
+    }
+}
+
+/// The temporary name a listener is bound under before it is renamed to `path`: in the same
+/// directory (a rename never crosses file systems), named after this process. When `path` is
+/// already near the socket-address limit, a shorter name in the same directory.
+fn temporary_socket_path(path: &std::path::Path) -> PathBuf {
+    let pid = std::process::id();
+    let mut long = path.as_os_str().to_os_string();
+    long.push(format!(".{pid}.new"));
+    if long.len() <= crate::limits::SOCKET_PATH_BYTES_MAX {
+        return PathBuf::from(long);
+    }
+    path.with_file_name(format!(".{pid}.new"))
+}
+
+/// Listens on `path` with credential passing on before the socket can accept anyone, so the
+/// first byte of every connection already names its writer (issue 12, item 10: a listener
+/// that turned credential passing on after `listen` accepted connections whose bytes carried
+/// no credentials in between, and refused the very CLI that had started it).
+///
+/// The socket is bound under a temporary name in the same directory, made 0600, and only then
+/// renamed onto `path`: nobody can connect before it is complete, and the rename atomically
+/// replaces a stale socket (or anything an impostor left there) — the caller holds the home's
+/// daemon lock, so no other daemon of this home can own what it replaces. Returns the listener
+/// (blocking; the caller converts it) and the file it is now at.
+pub fn listen_passing_credentials(
+    path: &std::path::Path,
+) -> std::io::Result<(std::os::unix::net::UnixListener, SocketFile)> {
+    use nix::sys::socket::{AddressFamily, Backlog, SockFlag, SockType, UnixAddr, bind, listen};
+    let fd = nix::sys::socket::socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .map_err(std::io::Error::from)?;
+    // Before bind and listen: every connection the kernel queues inherits this flag from the
+    // listener at connect time.
+    pass_credentials(&fd)?;
+    let tmp = temporary_socket_path(path);
+    // A leftover of a process with the same pid that died between bind and rename.
+    let _ = std::fs::remove_file(&tmp);
+    let addr = UnixAddr::new(&tmp).map_err(std::io::Error::from)?;
+    // The socket file is created inside a 0700 directory with a 077 umask, so no other user can
+    // connect at any moment; it is then narrowed to 0600 explicitly.
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+    let bound = bind(fd.as_raw_fd(), &addr);
+    nix::sys::stat::umask(old);
+    bound.map_err(std::io::Error::from)?;
+    let placed = (|| {
+        listen(&fd, Backlog::MAXCONN).map_err(std::io::Error::from)?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
+        let file = SocketFile::at(&tmp).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("{} vanished before it was put in place", tmp.display()),
+            )
+        })?;
+        std::fs::rename(&tmp, path)?;
+        Ok(file)
+    })();
+    match placed {
+        Ok(file) => Ok((std::os::unix::net::UnixListener::from(fd), file)),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
 /// Connects to a Unix socket with credential passing on before the connection exists, so the
 /// first byte sent already names its writer.
 pub fn connect_passing_credentials(
@@ -385,6 +509,81 @@ mod tests {
             Some(b"two\n".to_vec())
         );
         assert_eq!(reader.read_line(1024).await.unwrap(), None);
+    }
+
+    #[test]
+    fn this_process_judged_by_its_pid_is_the_same() {
+        let v = judge_pid(std::process::id() as i32);
+        assert!(v.is_same(), "{v:?}");
+    }
+
+    #[test]
+    fn a_listener_is_put_in_place_whole_and_replaces_a_stale_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("daemon.sock");
+        let (first, f1) = listen_passing_credentials(&path).unwrap();
+        drop(first);
+        // The first listener is gone; its file is stale and is replaced.
+        let (second, f2) = listen_passing_credentials(&path).unwrap();
+        assert_ne!(f1, f2);
+        assert_eq!(SocketFile::at(&path), Some(f2));
+        let passes: bool = getsockopt(&second, sockopt::PassCred).unwrap();
+        assert!(passes, "credential passing is on");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "no temporary name is left behind");
+        UnixStream::connect(&path).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_connection_queued_before_the_listener_passes_credentials_carries_none_so_ours_is_set_before_listen()
+     {
+        // Issue 12, item 10, pinned at the kernel: a connection that arrives between `listen`
+        // and turning credential passing on for the listener does not inherit the flag, and its
+        // bytes name no writer, so the daemon refuses the very CLI that started it.
+        use tokio::io::AsyncWriteExt;
+        let me = std::process::id() as i32;
+        let dir = tempfile::tempdir().unwrap();
+        let old_path = dir.path().join("old.sock");
+        let old = std::os::unix::net::UnixListener::bind(&old_path).unwrap();
+        let mut early = connect_passing_credentials(&old_path).unwrap();
+        pass_credentials(&old).unwrap();
+        let (srv, _) = old.accept().unwrap();
+        early.write_all(b"hi\n").await.unwrap();
+        srv.set_nonblocking(true).unwrap();
+        let (r, _w) = tokio::net::UnixStream::from_std(srv).unwrap().into_split();
+        let err = CheckedReader::new(r, me).read_line(1024).await.unwrap_err();
+        assert!(err.to_string().contains("pid unknown"), "{err}");
+
+        // Ours: on before the socket has its name, so no connection can come before it.
+        let path = dir.path().join("daemon.sock");
+        let (l, _) = listen_passing_credentials(&path).unwrap();
+        let mut first = connect_passing_credentials(&path).unwrap();
+        let (srv, _) = l.accept().unwrap();
+        first.write_all(b"hi\n").await.unwrap();
+        srv.set_nonblocking(true).unwrap();
+        let (r, _w) = tokio::net::UnixStream::from_std(srv).unwrap().into_split();
+        let got = CheckedReader::new(r, me).read_line(1024).await.unwrap();
+        assert_eq!(got, Some(b"hi\n".to_vec()));
+    }
+
+    #[test]
+    fn a_temporary_socket_name_always_fits_a_socket_address() {
+        let deep = format!("/{}/daemon.sock", "d".repeat(86));
+        assert!(deep.len() <= crate::limits::SOCKET_PATH_BYTES_MAX);
+        let tmp = temporary_socket_path(std::path::Path::new(&deep));
+        assert!(
+            tmp.as_os_str().len() <= crate::limits::SOCKET_PATH_BYTES_MAX + 8,
+            "{tmp:?}"
+        );
+        assert_eq!(tmp.parent(), std::path::Path::new(&deep).parent());
+        let short = temporary_socket_path(std::path::Path::new("/h/daemon.sock"));
+        assert!(
+            short.to_string_lossy().starts_with("/h/daemon.sock."),
+            "{short:?}"
+        );
     }
 
     #[test]

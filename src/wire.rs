@@ -569,43 +569,55 @@ pub async fn connect(home: &Home) -> Result<Conn, WireError> {
 }
 
 /// Connects to the daemon, starting one (detached) if none is listening.
+///
+/// A daemon that holds the home's lock but is not (yet, or for the moment) listening is never
+/// doubled: nothing is started while the lock is held, and its socket is waited for — it
+/// listens once it has opened the journal, and puts back a socket removed behind its back
+/// within `limits::SOCKET_CHECK_INTERVAL`.
 pub async fn connect_or_start(home: &Home) -> Result<Conn, WireError> {
     match connect(home).await {
         Err(WireError::NoDaemon { .. }) => {}
         other => return other,
     }
-    let mut child = start_daemon(home)?;
+    let mut child: Option<std::process::Child> = None;
     let deadline = Instant::now() + limits::DAEMON_START_TIMEOUT;
     let result = loop {
         match connect(home).await {
             Err(WireError::NoDaemon { socket, .. }) => {
-                if let Ok(Some(status)) = child.try_wait() {
-                    // Another daemon may have won the race for the lock; if not, say why ours
-                    // stopped, in its own words.
-                    if let Ok(c) = connect(home).await {
-                        break Ok(c);
-                    }
-                    // Exit 0 means another daemon held the lock: one that is still stopping
-                    // (its socket already gone) or one that is starting. Once the lock is free
-                    // and nothing listens, start again, within the same deadline.
-                    if status.success() && Instant::now() < deadline {
-                        if daemon_lock_free(home) {
-                            child = start_daemon(home)?;
+                if let Some(c) = child.as_mut()
+                    && let Ok(Some(status)) = c.try_wait()
+                {
+                    child = None;
+                    // Exit 0 means another daemon held the lock (one still stopping, or one
+                    // starting); anything else is ours failing: say why, in its own words.
+                    if !status.success() {
+                        if let Ok(c) = connect(home).await {
+                            break Ok(c);
                         }
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                        continue;
+                        break Err(WireError::Start(format!(
+                            "it exited at once ({status}): {}",
+                            last_log_line(&home.daemon_log_path())
+                        )));
                     }
-                    break Err(WireError::Start(format!(
-                        "it exited at once ({status}): {}",
-                        last_log_line(&home.daemon_log_path())
-                    )));
+                }
+                let holder = lock_holder(home);
+                if child.is_none() && holder.is_none() {
+                    child = Some(start_daemon(home)?);
                 }
                 if Instant::now() >= deadline {
-                    break Err(WireError::Start(format!(
-                        "it did not start listening on {socket} within {:?}; see {}",
-                        limits::DAEMON_START_TIMEOUT,
-                        home.daemon_log_path().display()
-                    )));
+                    break Err(WireError::Start(match holder {
+                        Some(pid) => format!(
+                            "the daemon of this home (pid {pid}, holder of {}) did not answer on {socket} within {:?}; see {}",
+                            home.lock_path().display(),
+                            limits::DAEMON_START_TIMEOUT,
+                            home.daemon_log_path().display()
+                        ),
+                        None => format!(
+                            "it did not start listening on {socket} within {:?}; see {}",
+                            limits::DAEMON_START_TIMEOUT,
+                            home.daemon_log_path().display()
+                        ),
+                    }));
                 }
                 // Polling for a socket that does not exist yet: there is nothing to wait on.
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -613,11 +625,13 @@ pub async fn connect_or_start(home: &Home) -> Result<Conn, WireError> {
             other => break other,
         }
     };
-    // Reap the daemon when it eventually exits, so it never lingers as a zombie of a
-    // long-lived relay.
-    std::thread::spawn(move || {
-        let _ = child.wait();
-    });
+    // Reap the daemon's supervisor when it eventually exits, so it never lingers as a zombie of
+    // a long-lived relay.
+    if let Some(mut child) = child {
+        std::thread::spawn(move || {
+            let _ = child.wait();
+        });
+    }
     result
 }
 
@@ -629,16 +643,92 @@ pub fn current_thread() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-/// True when no daemon of `home` holds its lock: none is running, not even one still stopping.
-pub fn daemon_lock_free(home: &Home) -> bool {
-    let Ok(file) = std::fs::OpenOptions::new()
+/// The lock the daemon of a home holds for its whole life: a POSIX record lock (`fcntl`
+/// F_SETLK, a write lock over the whole of `<home>/daemon.lock`), so any process can ask the
+/// kernel who holds it (F_GETLK names the holder's pid) and the kernel drops it the moment the
+/// holder dies, however it dies. See decision 0010.
+///
+/// A POSIX lock belongs to the process, and the kernel releases it when the process closes ANY
+/// descriptor of that file. So nothing in the daemon may ever open `daemon.lock` besides this
+/// one `File` — not [`lock_holder`], not [`daemon_lock_free`], not a log reader: each of those
+/// is for other processes only.
+pub struct DaemonLock {
+    /// Kept open (and never cloned) for as long as the daemon runs.
+    _file: std::fs::File,
+}
+
+/// `l_type` and friends as `libc::flock` spells them (`c_short` on every platform).
+fn whole_file(kind: nix::libc::c_int) -> nix::libc::flock {
+    nix::libc::flock {
+        l_type: kind as nix::libc::c_short,
+        l_whence: nix::libc::SEEK_SET as nix::libc::c_short,
+        l_start: 0,
+        // 0: to the end of the file, however long it grows.
+        l_len: 0,
+        l_pid: 0,
+    }
+}
+
+/// Who holds a write lock on `file` by the kernel's word: Some(pid) when another process does.
+/// The pid is 0 when the holder lives in another pid namespace.
+fn holder_of(file: &std::fs::File) -> std::io::Result<Option<i32>> {
+    let mut probe = whole_file(nix::libc::F_WRLCK);
+    nix::fcntl::fcntl(file, nix::fcntl::FcntlArg::F_GETLK(&mut probe))
+        .map_err(std::io::Error::from)?;
+    Ok((i32::from(probe.l_type) != nix::libc::F_UNLCK).then_some(probe.l_pid))
+}
+
+/// Takes the daemon lock of `home`, or says who holds it: `Err(Some(pid))` (or `Err(None)`
+/// when the holder let go in between). The pid and socket path are then written into the file
+/// for a person reading it; only the kernel's F_GETLK is ever trusted.
+pub fn take_daemon_lock(home: &Home) -> std::io::Result<Result<DaemonLock, Option<i32>>> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
         .write(true)
+        .mode(0o600)
+        // The lock is this very file in the home, never wherever a symlink planted there points.
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(home.lock_path())?;
+    let lock = whole_file(nix::libc::F_WRLCK);
+    match nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_SETLK(&lock)) {
+        Ok(_) => {}
+        Err(nix::errno::Errno::EAGAIN) | Err(nix::errno::Errno::EACCES) => {
+            return Ok(Err(holder_of(&file).ok().flatten()));
+        }
+        Err(e) => return Err(e.into()),
+    }
+    file.set_len(0)?;
+    write!(
+        file,
+        "pid {}\nsocket {}\n(for reading only: the daemon is whoever holds the fcntl lock on this file)\n",
+        std::process::id(),
+        home.socket_path().display()
+    )?;
+    Ok(Ok(DaemonLock { _file: file }))
+}
+
+/// The pid of the process holding the daemon lock of `home` (the kernel's word, F_GETLK), or
+/// None when no daemon of this home runs, not even one still stopping. Never call it inside
+/// the daemon: closing the file it opens would release the daemon's own lock (see
+/// [`DaemonLock`]).
+pub fn lock_holder(home: &Home) -> Option<i32> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
         .open(home.lock_path())
-    else {
-        return true;
-    };
-    // Taken and released at once: only a probe.
-    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).is_ok()
+        .ok()?;
+    holder_of(&file).ok().flatten()
+}
+
+/// True when no daemon of `home` holds its lock: none is running, not even one still stopping.
+/// Never call it inside the daemon (see [`lock_holder`]).
+pub fn daemon_lock_free(home: &Home) -> bool {
+    lock_holder(home).is_none()
 }
 
 /// The daemon's last error in its log (`holdcall: …`, as `main` renders errors).
