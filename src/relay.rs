@@ -833,13 +833,13 @@ async fn stop_child_within(child: &mut Child, bound: std::time::Duration) {
 /// connection of its own (a `daemon.status`, which reads no credential store). False when it
 /// answers, or when no second connection can be had (then the session's own answer decides).
 async fn daemon_unresponsive(home: &Home) -> bool {
-    let Ok(mut conn) = wire::connect(home).await else {
-        return false;
-    };
-    matches!(
-        conn.call(&Request::Status, limits::DECISION_TIMEOUT).await,
-        Err(WireError::Timeout(_))
-    )
+    // Connecting is bounded too: a connection that is accepted late is no answer either.
+    let asked = tokio::time::timeout(limits::DECISION_TIMEOUT, async {
+        let mut conn = wire::connect(home).await.ok()?;
+        Some(conn.call(&Request::Status, limits::DECISION_TIMEOUT).await)
+    })
+    .await;
+    matches!(asked, Err(_) | Ok(Some(Err(WireError::Timeout(_)))))
 }
 
 async fn stop_child(child: &mut Child) {

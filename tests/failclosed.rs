@@ -355,6 +355,7 @@ fn a_stopped_daemon_at_session_start_leaves_the_server_answering_and_every_call_
     r.send(&call("1", "echo", r#"{"text":"undecided"}"#));
     assert_no_decision(&r.recv_json());
     let took = started.elapsed();
+    eprintln!("relay start to the call's refusal: {took:?}");
     let bound = holdcall::limits::DECISION_TIMEOUT + std::time::Duration::from_secs(3);
     assert!(took < bound, "the call was refused after {took:?}");
     r.barrier(1);
