@@ -423,7 +423,8 @@ fn a_health_check_that_initializes_and_closes_is_an_ordinary_end_of_the_session(
 #[test]
 fn a_client_that_closes_then_stops_and_kills_the_relay_still_gets_its_session_ended() {
     // The MCP SDKs close a server by ending its input, then SIGTERM, then SIGKILL, each after a
-    // wait (2 s there, shorter here). Behind a server that ignores both its input's end and
+    // wait of 2 s (the first is shorter here, so the SIGTERM finds the relay still giving the
+    // server its grace). Behind a server that ignores both its input's end and
     // SIGTERM, the relay spent 4 s stopping it, was killed first, and the session's end was
     // journaled as the alarm.
     let env = Env::new();
@@ -433,12 +434,12 @@ fn a_client_that_closes_then_stops_and_kills_the_relay_still_gets_its_session_en
     r.stdin = None;
     std::thread::sleep(std::time::Duration::from_millis(300)); // the client's own wait
     signal(&r, nix::sys::signal::Signal::SIGTERM);
-    std::thread::sleep(std::time::Duration::from_millis(1500)); // the client's own wait
+    std::thread::sleep(std::time::Duration::from_secs(2)); // the SDKs wait 2 s, then SIGKILL
     let exited = r.child.try_wait().unwrap();
     signal(&r, nix::sys::signal::Signal::SIGKILL);
     assert!(
         exited.is_some_and(|s| s.success()),
-        "the relay had not ended within 1.5 s of SIGTERM: {exited:?}"
+        "the relay had not ended within 2 s of SIGTERM: {exited:?}"
     );
     // It ended because the client closed its input; SIGTERM only hurried the server's stop.
     assert_eq!(session_end_reason(&env), "the client closed the connection");
