@@ -172,6 +172,7 @@ impl Relay {
                 &Request::SessionEnd {
                     session_id: self.session_id.clone(),
                     protocol_version: None,
+                    ended: None,
                 },
                 limits::DECISION_TIMEOUT,
             )

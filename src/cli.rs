@@ -91,7 +91,7 @@ pub enum Command {
         #[command(subcommand)]
         action: ConnectorCmd,
     },
-    /// Show journal entries, oldest first.
+    /// Show the newest journal entries (as many as `--limit`), oldest first.
     Log(LogArgs),
     /// Serve a read-only page on a loopback address: the journal, held calls, sessions and
     /// policy. Deciding stays on the command line.
@@ -393,9 +393,9 @@ pub struct BudgetTools {
 pub struct LogArgs {
     #[arg(long)]
     pub json: bool,
-    /// Show at most the newest N entries.
-    #[arg(long, short = 'n', value_name = "N")]
-    pub limit: Option<usize>,
+    /// Show at most the newest N entries (after the filters).
+    #[arg(long, short = 'n', value_name = "N", default_value_t = limits::LOG_DEFAULT_LIMIT)]
+    pub limit: usize,
     /// Only this session (a prefix of its id is enough).
     #[arg(long)]
     pub session: Option<String>,
@@ -1864,7 +1864,7 @@ fn log_cmd(args: LogArgs) -> Result<i32, CliError> {
     let (home, _) = home_and_config()?;
     let reader = open_reader(&home)?;
     let filter = LogFilter {
-        limit: Some(args.limit.unwrap_or(limits::LOG_DEFAULT_LIMIT)),
+        limit: Some(args.limit),
         session: args.session,
         tool: args.tool,
         decision: args.decision,

@@ -1410,6 +1410,7 @@ mod tests {
             WireRequest::SessionEnd {
                 session_id: "s".into(),
                 protocol_version: None,
+                ended: None,
             },
         ];
         assert!(reads.iter().all(is_read_request));

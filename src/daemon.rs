@@ -824,6 +824,7 @@ async fn handle(
         Request::SessionEnd {
             session_id,
             protocol_version,
+            ended,
         } => {
             if !owned.remove(&session_id) {
                 return violation("this connection did not open that session");
@@ -841,6 +842,7 @@ async fn handle(
                 Fields {
                     session_id: Some(session_id),
                     protocol_version: protocol_version.filter(|v| !v.is_empty()),
+                    reason: ended.map(|e| e.describe().to_string()),
                     ..Fields::default()
                 },
             )

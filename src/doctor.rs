@@ -82,6 +82,7 @@ pub const CHECKS: &[CheckFn] = &[
     config_toml,
     daemon,
     journal,
+    database_files,
     credential_store,
     enrolments,
     policy,
@@ -530,6 +531,81 @@ pub fn journal(ctx: &Ctx) -> Vec<Check> {
     vec![line]
 }
 
+/// The database, its `-wal` and its `-shm` (whichever exist), and the home directory they live
+/// in, can be written: an immutable `-shm` (`chattr +i`) made the daemon die of SIGBUS. Each
+/// file is opened for writing without truncating, creating or writing anything (an immutable or
+/// append-only file refuses that even to root); the directory is asked with access(2).
+pub fn database_files(ctx: &Ctx) -> Vec<Check> {
+    let name = "database files";
+    let Ok(home) = &ctx.home else {
+        return Vec::new();
+    };
+    let db = home.db_path();
+    if !db.exists() {
+        // The journal check already says nothing is recorded yet.
+        return Vec::new();
+    }
+    let mut files = vec![db.clone()];
+    for suffix in ["-wal", "-shm"] {
+        let mut path = db.clone().into_os_string();
+        path.push(suffix);
+        files.push(PathBuf::from(path));
+    }
+    let mut lines = Vec::new();
+    if let Err(e) = nix::unistd::access(home.dir(), nix::unistd::AccessFlags::W_OK) {
+        lines.push(unwritable(name, home.dir(), Some(e as i32), true));
+    }
+    for file in files.iter().filter(|f| f.exists()) {
+        if let Err(e) = std::fs::OpenOptions::new().write(true).open(file) {
+            lines.push(unwritable(name, file, e.raw_os_error(), false));
+        }
+    }
+    if lines.is_empty() {
+        let present: Vec<String> = files
+            .iter()
+            .filter(|f| f.exists())
+            .filter_map(|f| f.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect();
+        lines.push(check(
+            name,
+            Status::Ok,
+            format!("{} writable", present.join(", ")),
+            None,
+        ));
+    }
+    lines
+}
+
+/// The FAIL line for a database file (or the home directory) that cannot be written, by why.
+fn unwritable(name: &str, path: &Path, errno: Option<i32>, directory: bool) -> Check {
+    let shown = visible(&path.display().to_string());
+    let (why, remedy) = match errno.map(nix::errno::Errno::from_raw) {
+        Some(nix::errno::Errno::EPERM) => (
+            "is immutable or append-only (chattr +i or +a), so the daemon cannot write to it",
+            format!("as root: `chattr -i -a {shown}`, then `holdcall daemon restart`"),
+        ),
+        Some(nix::errno::Errno::EROFS) => (
+            "is on a read-only file system",
+            "remount it read-write, or move the holdcall home (--home, HOLDCALL_HOME)".to_string(),
+        ),
+        _ => (
+            "is not writable by this user",
+            format!("give this user write permission on {shown} (chown, chmod u+w)"),
+        ),
+    };
+    let what = if directory {
+        "the holdcall home"
+    } else {
+        "database file"
+    };
+    check(
+        name,
+        Status::Fail,
+        format!("{what} {shown} {why}"),
+        Some(&remedy),
+    )
+}
+
 /// What `read` takes from the journal, or the one line to show instead: `none` (OK) when there
 /// is no journal yet, the error (FAIL) when it cannot be read.
 fn stored<T>(
@@ -635,24 +711,20 @@ pub fn credential_store(ctx: &Ctx) -> Vec<Check> {
                         reachable: true,
                         message,
                     }) => check(name, Status::Ok, message, None),
+                    // An unreachable store is an error only for a connector that has a secret
+                    // in it: with none registered, nothing needs one (and an OK line never
+                    // carries an error's text).
+                    Ok(Response::VaultStatus { .. }) if registered == 0 => not_needed(name),
                     Ok(Response::VaultStatus { message, .. }) => check(
                         name,
-                        need(Status::Fail),
-                        format!(
-                            "{message}{}",
-                            if registered == 0 {
-                                " (not needed until a connector is set)"
-                            } else {
-                                "; registered connectors' servers will not start"
-                            }
-                        ),
-                        Some(
-                            "start the daemon from your desktop session (`holdcall daemon restart` there), so it sees DBUS_SESSION_BUS_ADDRESS and an unlocked keyring",
-                        ),
+                        Status::Fail,
+                        format!("{message}; registered connectors' servers will not start"),
+                        Some(STORE_REMEDY),
                     ),
+                    _ if registered == 0 => not_needed(name),
                     _ => check(
                         name,
-                        need(Status::Warn),
+                        Status::Warn,
                         "the daemon did not say whether it reaches the credential store".into(),
                         Some("run `holdcall daemon restart`; see daemon.log in the holdcall home"),
                     ),
@@ -667,11 +739,29 @@ pub fn credential_store(ctx: &Ctx) -> Vec<Check> {
                     "not checked: the daemon reads the store, and no verified daemon is running"
                         .into()
                 },
-                (registered > 0).then_some("run `holdcall daemon start`, then `holdcall doctor` again"),
+                (registered > 0)
+                    .then_some("run `holdcall daemon start`, then `holdcall doctor` again"),
             ),
         }
     });
     vec![line]
+}
+
+/// What makes a credential store reachable to the daemon.
+const STORE_REMEDY: &str = "start a Secret Service in your desktop session (gnome-keyring-daemon, \
+     or KeePassXC with its Secret Service on) and unlock it, then start the daemon from that \
+     session (`holdcall daemon restart` there) so it sees DBUS_SESSION_BUS_ADDRESS";
+
+/// The line for a store nothing needs: no connector has a secret.
+fn not_needed(name: &str) -> Check {
+    check(
+        name,
+        Status::Ok,
+        "none needed: no connector has a secret (`holdcall connector set` will need a reachable \
+         Secret Service)"
+            .into(),
+        None,
+    )
 }
 
 /// Each registered connector: its registered command still exists and is executable (else its

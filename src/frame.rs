@@ -73,8 +73,23 @@ pub const DENIED_BATCH: &str = "Holdcall refused this batch: it carries a tools/
      Holdcall decides calls only one at a time. Send each call on its own.";
 
 /// The only method Holdcall decides on; compared with the decoded method value, case-sensitively
-/// (keys fold, values do not: see [`fold_key`]).
+/// (keys fold, values do not: see [`fold_key`]). A value that is not exactly it but would read
+/// as it to a looser reader is refused (see [`disguised_method`]).
 const TOOLS_CALL: &str = "tools/call";
+
+/// Every method whose exact spelling the relay acts on: `tools/call` is decided, `initialize`
+/// and `server/discover` teach the relay the protocol revision. A method that is not one of
+/// these byte for byte but reads as one after [`method_skeleton`] is a disguise.
+const METHODS_READ: [&str; 3] = [TOOLS_CALL, "initialize", "server/discover"];
+
+/// Refusal text (a JSON-RPC error) for a request whose method is a disguised spelling of one
+/// the relay acts on.
+pub const DENIED_DISGUISED_METHOD: &str = "Holdcall refused this request: its method is not \
+     spelled exactly as the protocol spells it, but a server that ignores case, spaces or \
+     invisible characters would read it as one Holdcall must see. Send the method exactly.";
+
+/// JSON-RPC error code of the refusal of a disguised method: Invalid Request.
+const DISGUISED_METHOD_CODE: &str = "-32600";
 
 /// Where a `server/discover` request carries the version it proposes (inside `params._meta`).
 /// Only the namespaced key counts: an unnamespaced `protocolVersion` there is not the proposal.
@@ -100,6 +115,9 @@ pub enum Anomaly {
     /// A key or method with a control character in it, which a C-string reader would cut short
     /// (`"tools/call\u0000"`).
     Ambiguous,
+    /// A method that is not exactly one the relay acts on but reads as one to a reader that
+    /// folds case, trims or drops invisible characters (`"Tools/Call"`, `"tools/call "`).
+    DisguisedMethod,
 }
 
 impl Anomaly {
@@ -114,6 +132,7 @@ impl Anomaly {
             Anomaly::Oversized => "oversized",
             Anomaly::DuplicateId => "duplicate_id",
             Anomaly::Ambiguous => "ambiguous",
+            Anomaly::DisguisedMethod => "disguised_method",
         }
     }
 
@@ -131,6 +150,9 @@ impl Anomaly {
             Anomaly::DuplicateId => "a request whose id is already in flight",
             Anomaly::Ambiguous => {
                 "a message whose method or keys hold a control character, which a C-string parser would cut short"
+            }
+            Anomaly::DisguisedMethod => {
+                "a message whose method is not exactly tools/call, initialize or server/discover but reads as one if case, spaces or invisible characters are ignored"
             }
         }
     }
@@ -182,7 +204,13 @@ pub enum ClientFrame<'a> {
         id: Option<&'a [u8]>,
         anomaly: Anomaly,
     },
-    /// A batch carrying at least one `tools/call`: the raw id of every element with an `id` key.
+    /// A message whose method is a disguised spelling of one the relay acts on (see
+    /// [`Anomaly::DisguisedMethod`]): refused, never forwarded.
+    DisguisedMethod {
+        id: Option<&'a [u8]>,
+    },
+    /// A batch carrying at least one `tools/call` (or a disguised spelling of a method the
+    /// relay acts on): the raw id of every element with an `id` key.
     BatchWithCall {
         ids: Vec<&'a [u8]>,
     },
@@ -269,6 +297,20 @@ pub fn batch_refusal(ids: &[&[u8]], text: &str) -> Option<Vec<u8>> {
     }
     out.extend_from_slice(b"]\n");
     Some(out)
+}
+
+/// A JSON-RPC error answering request `id` (a disguised method), as one compact line ending in
+/// `\n`. `id` is copied verbatim.
+pub fn disguised_method_refusal(id: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(id.len() + DENIED_DISGUISED_METHOD.len() + 64);
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    push_id(&mut out, id);
+    out.extend_from_slice(br#","error":{"code":"#);
+    out.extend_from_slice(DISGUISED_METHOD_CODE.as_bytes());
+    out.extend_from_slice(br#","message":"#);
+    push_json_string(&mut out, DENIED_DISGUISED_METHOD);
+    out.extend_from_slice(b"}}\n");
+    out
 }
 
 /// Whether results in this protocol revision must carry `"resultType"`. `""` (no handshake seen)
@@ -477,6 +519,9 @@ fn classify_object(object: &[u8]) -> ClientFrame<'_> {
         return ClientFrame::Unreadable(Anomaly::Ambiguous);
     }
     let message = envelope(&members);
+    if disguised_method(member(&members, "method")) {
+        return ClientFrame::DisguisedMethod { id: message.id };
+    }
     if message
         .method
         .as_deref()
@@ -538,14 +583,73 @@ fn classify_batch(array: &[u8]) -> ClientFrame<'_> {
         if let Some(id) = member(&members, "id") {
             ids.push(id);
         }
-        let method = member(&members, "method").and_then(decode_json_string);
-        carries_call |= method.as_deref() == Some(TOOLS_CALL);
+        let raw = member(&members, "method");
+        let method = raw.and_then(decode_json_string);
+        carries_call |= method.as_deref() == Some(TOOLS_CALL) || disguised_method(raw);
     }
     if carries_call {
         ClientFrame::BatchWithCall { ids }
     } else {
         ClientFrame::BatchForward
     }
+}
+
+/// Whether the raw `method` value is a JSON string that is not exactly a method the relay acts
+/// on ([`METHODS_READ`]) but whose [`method_skeleton`] is one. The exact spellings, escaped or
+/// not, are read as themselves; a lone surrogate is read as nothing, so `"tools/call\ud800"` is
+/// a disguise too.
+fn disguised_method(raw: Option<&[u8]>) -> bool {
+    let Some(decoded) = raw
+        .filter(|r| r.first() == Some(&b'"'))
+        .and_then(decode_wtf8)
+    else {
+        return false;
+    };
+    if METHODS_READ.iter().any(|m| m.as_bytes() == &*decoded) {
+        return false;
+    }
+    let skeleton = method_skeleton(&String::from_utf8_lossy(&decoded));
+    METHODS_READ.contains(&skeleton.as_str())
+}
+
+/// A method as the loosest reader we know of might see it: compatibility forms mapped to ASCII
+/// (fullwidth letters and solidus, mathematical and circled letters, the other slashes), then
+/// case folded like keys ([`fold_key`]), then everything dropped that is not an ASCII letter,
+/// digit or `/` (spaces of every kind, NUL and other controls, zero-width and other invisible
+/// characters, `U+FFFD` where a lone surrogate was). Dropping too much only refuses more.
+fn method_skeleton(method: &str) -> String {
+    let mapped: String = method.chars().map(compatibility_ascii).collect();
+    let folded = fold_key(mapped.as_bytes());
+    String::from_utf8_lossy(&folded)
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '/')
+        .collect()
+}
+
+/// The ASCII character NFKC (or a reader that confuses look-alike slashes) turns `c` into, for
+/// the letters, digits and slashes a method is made of; `c` itself otherwise. A small table, not
+/// Unicode's: enough to see `ｔｏｏｌｓ／ｃａｌｌ` or `𝐭𝐨𝐨𝐥𝐬/𝐜𝐚𝐥𝐥` as `tools/call`.
+fn compatibility_ascii(c: char) -> char {
+    let code = u32::from(c);
+    let ascii = match code {
+        // Fullwidth ASCII, `！` to `～`.
+        0xFF01..=0xFF5E => char::from_u32(code - 0xFEE0),
+        // Fraction slash, division slash, big solidus, mathematical rising diagonal.
+        0x2044 | 0x2215 | 0x29F8 | 0x27CB => Some('/'),
+        // Mathematical alphanumeric letters: 13 styles of A-Z then a-z, from bold on.
+        0x1D400..=0x1D6A3 => {
+            let index = (code - 0x1D400) % 52;
+            let base = if index < 26 { b'A' } else { b'a' };
+            char::from_u32(u32::from(base) + index % 26)
+        }
+        // Mathematical digits: five styles of 0-9.
+        0x1D7CE..=0x1D7FF => char::from_u32(u32::from(b'0') + (code - 0x1D7CE) % 10),
+        // Circled letters.
+        0x24B6..=0x24CF => char::from_u32(code - 0x24B6 + u32::from(b'A')),
+        0x24D0..=0x24E9 => char::from_u32(code - 0x24D0 + u32::from(b'a')),
+        _ => None,
+    };
+    ascii.unwrap_or(c)
 }
 
 /// The single JSON value on a line, without surrounding whitespace; `Ok(None)` if the line is
@@ -1319,12 +1423,85 @@ mod tests {
     }
 
     #[test]
-    fn method_values_stay_case_sensitive() {
-        let line = br#"{"id":1,"method":"Tools/Call","params":{"name":"x"}}"#;
+    fn a_method_that_only_looks_like_one_the_relay_reads_is_a_disguise() {
+        // Regression (issue 12, item 2): `Tools/Call` and `tools/call ` were forwarded undecided.
+        let disguises = [
+            r#""Tools/Call""#,
+            r#""TOOLS/CALL""#,
+            r#""tools/call ""#,
+            r#"" tools/call""#,
+            r#""tools/call\t""#,
+            r#""tools/call\n""#,
+            r#""tools/call\u0000""#,
+            r#""tools/call\u00a0""#,
+            r#""tools/call\u3000""#,
+            r#""tools/call\u200b""#,
+            r#""\ufefftools/call""#,
+            r#""tools/ca\u00adll""#,
+            r#""tools\uff0fcall""#,
+            r#""tools\u2215call""#,
+            r#""\uff54\uff4f\uff4f\uff4c\uff53/call""#,
+            r#""tool\u017f/call""#,
+            r#""tools/call\ud800""#,
+            r#""Initialize""#,
+            r#""initialize ""#,
+            r#""Server/Discover""#,
+            r#""server/discover\u2060""#,
+        ];
+        for method in disguises {
+            let line = format!(r#"{{"id":1,"method":{method},"params":{{"name":"x"}}}}"#);
+            assert_eq!(
+                classify_client_line(line.as_bytes()),
+                ClientFrame::DisguisedMethod {
+                    id: Some(b"1".as_slice())
+                },
+                "{method}"
+            );
+            let batch = format!(r#"[{{"id":2,"method":{method}}}]"#);
+            assert_eq!(
+                classify_client_line(batch.as_bytes()),
+                ClientFrame::BatchWithCall {
+                    ids: vec![b"2".as_slice()]
+                },
+                "{method} in a batch"
+            );
+        }
+        let notification = br#"{"method":"Tools/Call","params":{"name":"x"}}"#;
         assert_eq!(
-            forwarded(classify_client_line(line)).method.as_deref(),
-            Some("Tools/Call")
+            classify_client_line(notification),
+            ClientFrame::DisguisedMethod { id: None }
         );
+        // The exact spellings, escaped or not, are themselves; other methods are forwarded.
+        for method in [r#""tools\/call""#, r#""tools/\u0063all""#] {
+            let line = format!(r#"{{"id":1,"method":{method},"params":{{"name":"x"}}}}"#);
+            assert_eq!(call(&classify_client_line(line.as_bytes())).name, "x");
+        }
+        for method in [
+            "initialize",
+            "notifications/initialized",
+            "tools/list",
+            "tools/calls",
+            "Ping",
+        ] {
+            let line = format!(r#"{{"id":1,"method":"{method}"}}"#);
+            assert_eq!(
+                forwarded(classify_client_line(line.as_bytes()))
+                    .method
+                    .as_deref(),
+                Some(method)
+            );
+        }
+    }
+
+    #[test]
+    fn the_refusal_of_a_disguised_method_is_a_json_rpc_error_with_the_id_as_written() {
+        let line = disguised_method_refusal(br#""a\u0062""#);
+        let v: serde_json::Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(v["id"], "ab");
+        assert_eq!(v["error"]["code"], -32600);
+        assert_eq!(v["error"]["message"], DENIED_DISGUISED_METHOD);
+        assert!(line.starts_with(br#"{"jsonrpc":"2.0","id":"a\u0062","#));
+        assert!(line.ends_with(b"}\n"));
     }
 
     #[test]
@@ -1392,7 +1569,15 @@ mod tests {
     #[test]
     fn a_control_character_in_the_method_or_a_key_is_ambiguous() {
         // A C-string reader stops at the NUL and sees tools/call.
+        // A method that is otherwise tools/call is a disguise, refused with an answer.
         let line = br#"{"id":1,"method":"tools/call\u0000","params":{"name":"x"}}"#;
+        assert_eq!(
+            classify_client_line(line),
+            ClientFrame::DisguisedMethod {
+                id: Some(b"1".as_slice())
+            }
+        );
+        let line = br#"{"id":1,"method":"ping\u0000","params":{"name":"x"}}"#;
         assert_eq!(
             classify_client_line(line),
             ClientFrame::Unreadable(Anomaly::Ambiguous)
@@ -1465,8 +1650,16 @@ mod tests {
 
     #[test]
     fn a_method_with_a_lone_surrogate_is_not_a_method() {
-        let line = br#"{"id":1,"method":"tools/call\ud800","params":{"name":"x"}}"#;
+        let line = br#"{"id":1,"method":"ping\ud800","params":{"name":"x"}}"#;
         assert_eq!(forwarded(classify_client_line(line)).method, None);
+        // A reader that drops or replaces the surrogate sees tools/call: a disguise.
+        let line = br#"{"id":1,"method":"tools/call\ud800","params":{"name":"x"}}"#;
+        assert_eq!(
+            classify_client_line(line),
+            ClientFrame::DisguisedMethod {
+                id: Some(b"1".as_slice())
+            }
+        );
     }
 
     #[test]
@@ -1723,7 +1916,7 @@ mod tests {
 
     #[test]
     fn a_batch_without_a_call_is_forwarded() {
-        let line = br#"[{"id":1,"method":"ping"},{"method":"Tools/call"},{"id":2,"result":{}}]"#;
+        let line = br#"[{"id":1,"method":"ping"},{"method":"tools/list"},{"id":2,"result":{}}]"#;
         assert_eq!(classify_client_line(line), ClientFrame::BatchForward);
         assert_eq!(classify_client_line(b"[]\n"), ClientFrame::BatchForward);
         assert_eq!(classify_client_line(b"[ ]"), ClientFrame::BatchForward);

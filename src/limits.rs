@@ -50,6 +50,13 @@ pub const CLI_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// SIGKILL.
 pub const SERVER_STOP_GRACE: Duration = Duration::from_secs(2);
 
+/// After SIGTERM, SIGHUP or SIGINT, how long the relay waits for the server to exit after
+/// SIGTERM before SIGKILL, and for its last output. The client that sent the signal kills the
+/// relay soon after (the MCP SDKs wait 2 s), and the session must be ended before that.
+pub const SERVER_STOP_AFTER_SIGNAL: Duration = Duration::from_millis(500);
+
+const _: () = assert!(SERVER_STOP_AFTER_SIGNAL.as_millis() < SERVER_STOP_GRACE.as_millis());
+
 /// Longest socket path (bytes). `sun_path` holds 108 on Linux and 104 on macOS; leave room.
 pub const SOCKET_PATH_BYTES_MAX: usize = 100;
 

@@ -23,7 +23,7 @@ use crate::approval::Cause;
 use crate::config::Home;
 use crate::frame::{self, Anomaly, ClientFrame, Dialect};
 use crate::limits;
-use crate::wire::{self, LineRead, Release, Request, Response, Verdict, WireError};
+use crate::wire::{self, LineRead, Release, Request, Response, SessionEnded, Verdict, WireError};
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum RelayError {
@@ -529,6 +529,11 @@ pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
             limits::CLIENT_LABEL_BYTES_MAX
         )));
     }
+    // Before anything else: a client that stops the relay during the session's start must not
+    // kill it before it ends the session (the default action of these signals).
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let session_id = new_session_id();
     let conn = match wire::connect_or_start(&home).await {
         Ok(c) => Some(c),
@@ -543,22 +548,44 @@ pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
     let link = Link::start(conn, session_id.clone());
     let mut launch = None;
     if !link.dead.load(Ordering::SeqCst) {
-        let started = link
-            .ask_in_order(Request::SessionStart {
-                session_id: session_id.clone(),
-                connector: opts.connector.clone(),
-                client: opts.client.clone(),
-            })
-            .await;
+        let start = link.ask_in_order(Request::SessionStart {
+            session_id: session_id.clone(),
+            connector: opts.connector.clone(),
+            client: opts.client.clone(),
+        });
+        tokio::pin!(start);
+        // The answer may take a store read or two (`limits::STORE_REQUEST_TIMEOUT`); a daemon
+        // that does not answer at all (stopped, hung) must not keep the client in silence that
+        // long. Asked beside it: does the daemon answer anything within the decision timeout?
+        let unresponsive = daemon_unresponsive(&home);
+        tokio::pin!(unresponsive);
+        let first = tokio::select! {
+            answer = &mut start => Ok(answer),
+            unresponsive = &mut unresponsive => Err(unresponsive),
+        };
+        let started = match first {
+            Ok(answer) => Some(answer),
+            Err(true) => None,
+            Err(false) => Some((&mut start).await),
+        };
         match started {
-            Ok(Response::SessionOpened { launch: l }) => launch = l,
-            Ok(Response::CredentialUnavailable { connector, message }) => {
+            // As with no daemon at all: the server starts, so the client is answered, and every
+            // call is refused, never forwarded undecided.
+            None => {
+                link.dead.store(true, Ordering::SeqCst);
+                eprintln!(
+                    "holdcall: the daemon did not answer within {:?}; the server will start, but every tool call in this session will be refused",
+                    limits::DECISION_TIMEOUT
+                );
+            }
+            Some(Ok(Response::SessionOpened { launch: l })) => launch = l,
+            Some(Ok(Response::CredentialUnavailable { connector, message })) => {
                 return Err(RelayError::NoCredential { connector, message });
             }
             // A verified daemon that did not open the session may be the one that holds this
             // connector's registration: running the command given after `--` instead could run
             // a server its registration was meant to replace. Nothing starts.
-            other => {
+            Some(other) => {
                 return Err(RelayError::SessionNotOpened {
                     why: describe(&other),
                 });
@@ -651,33 +678,47 @@ pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
         said: HashSet::new(),
     };
     let mut stdin = BufReader::with_capacity(64 * 1024, tokio::io::stdin());
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
-    loop {
+    let ended = loop {
         tokio::select! {
             line = wire::read_line_capped(&mut stdin, limits::FRAME_BYTES_MAX) => {
                 match line {
                     Ok(LineRead::Line(l)) => {
                         if !pump.client_line(l).await {
-                            break;
+                            break SessionEnded::ServerExited;
                         }
                     }
                     Ok(LineRead::TooLong(n)) => pump.oversized(n),
-                    Ok(LineRead::Eof) | Err(_) => break,
+                    Ok(LineRead::Eof) | Err(_) => break SessionEnded::ClientClosed,
                 }
             }
-            _ = &mut server_done => break,
-            _ = term.recv() => break,
-            _ = hup.recv() => break,
-            _ = tokio::signal::ctrl_c() => break,
+            _ = &mut server_done => break SessionEnded::ServerExited,
+            _ = term.recv() => break SessionEnded::Stopped,
+            _ = hup.recv() => break SessionEnded::Stopped,
+            _ = int.recv() => break SessionEnded::Stopped,
         }
-    }
+    };
 
     // Closing the server's stdin is the polite stop; signals follow for a server that ignores it.
+    // A client that signals the relay wants it gone soon (and kills it next): the server then
+    // gets a short grace only, so the session is ended before the relay is killed.
     // A held call approved from now on has no server to go to, and is refused.
     *child_in.lock().await = None;
-    stop_child(&mut child).await;
-    let _ = tokio::time::timeout(limits::SERVER_STOP_GRACE, server_task).await;
+    let hurried = ended == SessionEnded::Stopped || {
+        let signalled = tokio::select! {
+            _ = stop_child(&mut child) => false,
+            _ = term.recv() => true,
+            _ = hup.recv() => true,
+            _ = int.recv() => true,
+        };
+        signalled
+    };
+    let grace = if hurried {
+        stop_child_within(&mut child, limits::SERVER_STOP_AFTER_SIGNAL).await;
+        limits::SERVER_STOP_AFTER_SIGNAL
+    } else {
+        limits::SERVER_STOP_GRACE
+    };
+    let _ = tokio::time::timeout(grace, server_task).await;
 
     let version = dialect
         .lock()
@@ -690,6 +731,7 @@ pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
             .ask_in_order(Request::SessionEnd {
                 session_id,
                 protocol_version: Some(version),
+                ended: Some(ended),
             })
             .await;
     } else {
@@ -772,6 +814,34 @@ fn die_with_parent(cmd: &mut Command) {
 
 /// Waits for the server to leave after its stdin closed; then SIGTERM, then SIGKILL, each to
 /// its whole process group.
+/// Stops the server at once: SIGTERM to its group, `bound` to exit, then SIGKILL.
+async fn stop_child_within(child: &mut Child, bound: std::time::Duration) {
+    let group = child.id().map(|p| nix::unistd::Pid::from_raw(p as i32));
+    if let Some(g) = group {
+        let _ = nix::sys::signal::killpg(g, nix::sys::signal::Signal::SIGTERM);
+    }
+    if let Ok(Ok(_)) = tokio::time::timeout(bound, child.wait()).await {
+        return;
+    }
+    if let Some(g) = group {
+        let _ = nix::sys::signal::killpg(g, nix::sys::signal::Signal::SIGKILL);
+    }
+    let _ = child.kill().await;
+}
+
+/// True when the daemon of `home` answers nothing within `limits::DECISION_TIMEOUT` on a
+/// connection of its own (a `daemon.status`, which reads no credential store). False when it
+/// answers, or when no second connection can be had (then the session's own answer decides).
+async fn daemon_unresponsive(home: &Home) -> bool {
+    // Connecting is bounded too: a connection that is accepted late is no answer either.
+    let asked = tokio::time::timeout(limits::DECISION_TIMEOUT, async {
+        let mut conn = wire::connect(home).await.ok()?;
+        Some(conn.call(&Request::Status, limits::DECISION_TIMEOUT).await)
+    })
+    .await;
+    matches!(asked, Err(_) | Ok(Some(Err(WireError::Timeout(_)))))
+}
+
 async fn stop_child(child: &mut Child) {
     if let Ok(Ok(_)) = tokio::time::timeout(limits::SERVER_STOP_GRACE, child.wait()).await {
         return;
@@ -958,6 +1028,15 @@ impl ClientPump {
                 self.anomaly(anomaly);
                 if let Some(id) = id {
                     self.refuse(&id, frame::DENIED_UNREADABLE, None).await;
+                }
+                true
+            }
+            ClientFrame::DisguisedMethod { id } => {
+                // Never forwarded: a server that folds case or trims would run it undecided.
+                let reply = id.map(frame::disguised_method_refusal);
+                self.anomaly(Anomaly::DisguisedMethod);
+                if let Some(reply) = reply {
+                    let _ = self.out_tx.send(reply).await;
                 }
                 true
             }

@@ -58,6 +58,9 @@ pub enum Request {
     SessionEnd {
         session_id: String,
         protocol_version: Option<String>,
+        /// Why the session ended, as the relay saw it; journaled as the entry's reason.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ended: Option<SessionEnded>,
     },
     #[serde(rename = "policy.set")]
     PolicySet { effect: Effect, scope: Scope },
@@ -143,6 +146,31 @@ impl Request {
                 | Request::Anomaly { .. }
                 | Request::SessionEnd { .. }
         )
+    }
+}
+
+/// Why a relay ended its session: each is an ordinary end, unlike a connection that closes
+/// before `session.end` (which the daemon journals as an alarm).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SessionEnded {
+    /// The client closed the relay's input (a client that quits, or a health check that
+    /// connects, initializes and closes).
+    ClientClosed,
+    /// The server exited or stopped reading.
+    ServerExited,
+    /// The relay got SIGTERM, SIGHUP or SIGINT (a client stopping its servers).
+    Stopped,
+}
+
+impl SessionEnded {
+    /// The journal's reason for the session's end.
+    pub fn describe(self) -> &'static str {
+        match self {
+            SessionEnded::ClientClosed => "the client closed the connection",
+            SessionEnded::ServerExited => "the server exited",
+            SessionEnded::Stopped => "the client stopped the relay (SIGTERM, SIGHUP or SIGINT)",
+        }
     }
 }
 

@@ -153,3 +153,83 @@ fn an_older_build_of_the_daemon_is_named_as_such_and_restart_replaces_it() {
     assert!(String::from_utf8_lossy(&status.stdout).contains("daemon   running"));
     assert!(run(&["daemon", "stop"]).status.success());
 }
+
+#[test]
+fn log_help_says_how_many_entries_it_shows_when_no_limit_is_given() {
+    // Regression (issue 12, item 9): `holdcall log` showed the newest 50 and `--help` hid it.
+    let env = Env::new();
+    let help = env.ok(&["log", "--help"]);
+    let default = format!("[default: {}]", holdcall::limits::LOG_DEFAULT_LIMIT);
+    assert!(help.contains("newest"), "{help}");
+    assert!(help.contains(&default), "{help}");
+}
+
+/// Makes a file immutable (`chattr +i`) until dropped, when `chattr -i` always runs.
+struct Immutable(std::path::PathBuf);
+
+impl Immutable {
+    /// `Err` says why the file system or this user cannot do it (the test then skips).
+    fn set(path: &std::path::Path) -> Result<Immutable, String> {
+        let out = std::process::Command::new("chattr")
+            .arg("+i")
+            .arg(path)
+            .output()
+            .map_err(|e| format!("chattr cannot run: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "chattr +i {} failed: {}",
+                path.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(Immutable(path.to_path_buf()))
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+#[test]
+fn doctor_names_a_database_file_that_is_immutable() {
+    // Regression (issue 12, item 8): with holdcall.db-shm immutable the daemon died of SIGBUS,
+    // and doctor said all was well. The home is on the target's disk: a tmpfs has no `+i`.
+    let env = Env::new_in(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")));
+    env.ok(&["daemon", "start"]);
+    let doctor = env.ok(&["doctor"]);
+    assert!(
+        doctor.contains(
+            "[OK  ] database files: holdcall.db, holdcall.db-wal, holdcall.db-shm writable"
+        ),
+        "{doctor}"
+    );
+    for name in ["holdcall.db-shm", "holdcall.db"] {
+        let path = env.home().join(name);
+        let guard = match Immutable::set(&path) {
+            Ok(g) => g,
+            Err(why) => {
+                eprintln!("skipped: {why} (needs root and a file system with chattr +i)");
+                env.ok(&["daemon", "stop"]);
+                return;
+            }
+        };
+        let out = env.run(&["doctor"]);
+        drop(guard);
+        let doctor = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(out.status.code(), Some(1), "{doctor}");
+        let line = doctor
+            .lines()
+            .find(|l| l.starts_with("[FAIL] database files:"))
+            .unwrap_or_else(|| panic!("no database files failure for {name}: {doctor}"));
+        assert!(line.contains(&format!("{name} is immutable")), "{line}");
+        assert!(doctor.contains("chattr -i"), "{doctor}");
+    }
+    let doctor = env.ok(&["doctor"]);
+    assert!(doctor.contains("[OK  ] database files:"), "{doctor}");
+    env.ok(&["daemon", "stop"]);
+}

@@ -990,5 +990,31 @@ fn doctor_checks_the_credential_store_through_the_daemon_and_each_connectors_com
         store["message"].as_str().unwrap().contains("not reachable"),
         "{store}"
     );
+    assert!(
+        store["remedy"]
+            .as_str()
+            .unwrap()
+            .contains("start a Secret Service"),
+        "{store}"
+    );
+    env.ok(&["daemon", "stop"]);
+}
+
+#[test]
+fn doctor_says_no_credential_store_is_needed_while_no_connector_has_a_secret() {
+    // Regression (issue 12, item 9): with no session bus, doctor printed `[OK  ] credential
+    // store: … no credential store: DBus error …`, an error under an OK label.
+    let env = Env::new();
+    env.ok(&["daemon", "start"]);
+    let doctor = env.ok(&["doctor"]);
+    let line = doctor
+        .lines()
+        .find(|l| l.contains("credential store:"))
+        .unwrap();
+    assert!(
+        line.starts_with("[OK  ] credential store: none needed"),
+        "{doctor}"
+    );
+    assert!(!line.to_lowercase().contains("error"), "{line}");
     env.ok(&["daemon", "stop"]);
 }

@@ -330,3 +330,40 @@ fn a_session_the_daemon_cannot_open_starts_no_server() {
     assert!(stderr.contains("no server was started"), "{stderr}");
     db.execute_batch("DROP TRIGGER no_more;").unwrap();
 }
+
+/// Sends SIGCONT to a process this test stopped, when the test ends, passing or not.
+struct ContinueOnDrop(nix::unistd::Pid);
+
+impl Drop for ContinueOnDrop {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(self.0, nix::sys::signal::Signal::SIGCONT);
+    }
+}
+
+#[test]
+fn a_stopped_daemon_at_session_start_leaves_the_server_answering_and_every_call_refused_in_time() {
+    // Regression (issue 12, item 9): a relay whose daemon was stopped said nothing to the
+    // client for 25 s (the session start's bound, which allows for store reads), then exited 1.
+    let env = Env::new();
+    env.ok(&["daemon", "start"]);
+    let pid = nix::unistd::Pid::from_raw(env.daemon_pid());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let _continue = ContinueOnDrop(pid);
+    let started = std::time::Instant::now();
+    let mut r = env.relay("demo");
+    r.handshake(); // answered by the server
+    r.send(&call("1", "echo", r#"{"text":"undecided"}"#));
+    assert_no_decision(&r.recv_json());
+    let took = started.elapsed();
+    eprintln!("relay start to the call's refusal: {took:?}");
+    let bound = holdcall::limits::DECISION_TIMEOUT + std::time::Duration::from_secs(3);
+    assert!(took < bound, "the call was refused after {took:?}");
+    r.barrier(1);
+    assert!(
+        !r.recorded()
+            .iter()
+            .any(|l| l.windows(9).any(|w| w == b"undecided"))
+    );
+    let stderr = r.finish();
+    assert!(stderr.contains("did not answer within"), "{stderr}");
+}

@@ -377,3 +377,65 @@ fn a_server_that_writes_garbage_has_it_relayed_verbatim_and_the_session_goes_on(
     assert_eq!(r.recv_str(), refusal("2", DENIED));
     r.finish();
 }
+
+#[test]
+fn a_method_that_folds_or_trims_to_one_the_relay_reads_is_refused_and_never_reaches_the_server() {
+    // Regression (issue 12, item 2): `Tools/Call` and `tools/call ` reached the server with no
+    // decision and no journal entry; a server that folds case or trims would have run them.
+    let disguises = [
+        r#""Tools/Call""#,
+        r#""TOOLS/CALL""#,
+        r#""tools/call ""#,
+        r#"" tools/call""#,
+        r#""tools/call\t""#,
+        r#""tools/call\u0000""#,
+        r#""tools/call\u00a0""#,
+        r#""tools/call\u3000""#,
+        r#""tools/call\u200b""#,
+        r#""\ufefftools/call""#,
+        r#""tools\uff0fcall""#,
+        r#""\uff54\uff4f\uff4f\uff4c\uff53/\uff43\uff41\uff4c\uff4c""#,
+        r#""tool\u017f/call""#,
+        r#""tools/call\ud800""#,
+        r#""Initialize""#,
+        r#""server/discover ""#,
+    ];
+    let env = denying_env();
+    let mut r = env.relay("demo");
+    r.handshake();
+    for (n, method) in disguises.iter().enumerate() {
+        let id = 100 + n;
+        r.send(
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"method":{method},"params":{{"name":"delete_file","arguments":{{}}}}}}"#)
+                .as_bytes(),
+        );
+        let a = r.recv_json();
+        assert_eq!(a["id"], id, "{method}: {a}");
+        assert_eq!(a["error"]["code"], -32600, "{method}: {a}");
+        assert!(
+            a["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("Holdcall refused this request"),
+            "{method}: {a}"
+        );
+        // As a notification: nothing to answer, still never relayed.
+        r.send(
+            format!(r#"{{"jsonrpc":"2.0","method":{method},"params":{{"name":"delete_file"}}}}"#)
+                .as_bytes(),
+        );
+    }
+    assert!(r.barrier(1).is_empty());
+    // The exact spelling, escaped, is still decided: denied.
+    r.send(
+        br#"{"jsonrpc":"2.0","id":7,"method":"tools\/\u0063all","params":{"name":"delete_file"}}"#,
+    );
+    assert_eq!(r.recv_str(), refusal("7", DENIED));
+    never_reached_the_server(&r, b"delete_file");
+    r.finish();
+    assert_eq!(
+        anomalies(&env),
+        vec!["disguised_method"; 2 * disguises.len()]
+    );
+    assert_eq!(decided_tools(&env), vec!["delete_file"]);
+}

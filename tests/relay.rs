@@ -387,3 +387,101 @@ fn a_server_line_over_the_cap_never_reaches_the_client() {
     assert!(stderr.contains("from the server"), "{stderr}");
     assert_eq!(oversized_anomalies(&env), 1);
 }
+
+/// The reason of the one `session.end` in the journal, once the relay's session has ended.
+fn session_end_reason(env: &Env) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        let rows = journal_rows(&env.db());
+        if let Some(end) = rows.iter().find(|e| e["kind"] == "session.end") {
+            return end["reason"].clone();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no session.end within {PATIENCE:?}: {rows:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+fn signal(r: &Relay, signal: nix::sys::signal::Signal) {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(r.child.id() as i32), signal);
+}
+
+#[test]
+fn a_health_check_that_initializes_and_closes_is_an_ordinary_end_of_the_session() {
+    // Regression (issue 12, item 9): `claude mcp list` connects, initializes and closes; the
+    // journal said "the relay's connection closed before it ended the session", an alarm.
+    let env = Env::new();
+    let mut r = env.relay("demo");
+    r.send(INIT.as_bytes());
+    assert_eq!(r.recv_json()["id"], 0);
+    r.finish();
+    assert_eq!(session_end_reason(&env), "the client closed the connection");
+}
+
+#[test]
+fn a_client_that_closes_then_stops_and_kills_the_relay_still_gets_its_session_ended() {
+    // The MCP SDKs close a server by ending its input, then SIGTERM, then SIGKILL, each after a
+    // wait of 2 s (the first is shorter here, so the SIGTERM finds the relay still giving the
+    // server its grace). Behind a server that ignores both its input's end and
+    // SIGTERM, the relay spent 4 s stopping it, was killed first, and the session's end was
+    // journaled as the alarm.
+    let env = Env::new();
+    let mut r = env.relay_with("demo", &["--stubborn"]);
+    r.send(INIT.as_bytes());
+    assert_eq!(r.recv_json()["id"], 0);
+    r.stdin = None;
+    std::thread::sleep(std::time::Duration::from_millis(300)); // the client's own wait
+    signal(&r, nix::sys::signal::Signal::SIGTERM);
+    std::thread::sleep(std::time::Duration::from_secs(2)); // the SDKs wait 2 s, then SIGKILL
+    let exited = r.child.try_wait().unwrap();
+    signal(&r, nix::sys::signal::Signal::SIGKILL);
+    assert!(
+        exited.is_some_and(|s| s.success()),
+        "the relay had not ended within 2 s of SIGTERM: {exited:?}"
+    );
+    // It ended because the client closed its input; SIGTERM only hurried the server's stop.
+    assert_eq!(session_end_reason(&env), "the client closed the connection");
+}
+
+#[test]
+fn a_client_that_stops_the_relay_with_sigterm_ends_the_session_ordinarily() {
+    let env = Env::new();
+    let mut r = env.relay_with("demo", &["--stubborn"]);
+    r.handshake();
+    signal(&r, nix::sys::signal::Signal::SIGTERM);
+    let status = r.child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    assert_eq!(
+        session_end_reason(&env),
+        "the client stopped the relay (SIGTERM, SIGHUP or SIGINT)"
+    );
+}
+
+#[test]
+fn a_client_that_closes_while_the_server_is_still_starting_ends_the_session_ordinarily() {
+    // The client gives up before the server has even read its initialize.
+    let env = Env::new();
+    let record = env.dir.path().join("slow-record.log");
+    std::fs::write(&record, b"").unwrap();
+    let bin = Env::bin();
+    let script = format!(
+        "sleep 1; exec '{}' demo-server --record '{}'",
+        bin.display(),
+        record.display()
+    );
+    let cmd = env.cmd(&[
+        "serve",
+        "--connector",
+        "demo",
+        "--",
+        "/bin/sh",
+        "-c",
+        &script,
+    ]);
+    let mut r = spawn_relay(cmd, record);
+    r.send(INIT.as_bytes());
+    r.finish();
+    assert_eq!(session_end_reason(&env), "the client closed the connection");
+}

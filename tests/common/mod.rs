@@ -29,7 +29,16 @@ pub struct Env {
 
 impl Env {
     pub fn new() -> Env {
-        let dir = tempfile::Builder::new().prefix("hc").tempdir().unwrap();
+        Env::new_in(&std::env::temp_dir())
+    }
+
+    /// An environment whose directory is made under `base` (e.g. `CARGO_TARGET_TMPDIR`, on the
+    /// real disk, for a test that needs file attributes a tmpfs lacks).
+    pub fn new_in(base: &Path) -> Env {
+        let dir = tempfile::Builder::new()
+            .prefix("hc")
+            .tempdir_in(base)
+            .unwrap();
         std::fs::create_dir(dir.path().join("home")).unwrap();
         std::fs::create_dir(dir.path().join("run")).unwrap();
         std::fs::create_dir(dir.path().join("user")).unwrap();
