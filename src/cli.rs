@@ -1602,6 +1602,10 @@ fn daemon_cmd(action: DaemonCmd) -> Result<i32, CliError> {
                     Probe::Other(v) => {
                         Err(CliError::Refused(v.describe("the process on the socket")))
                     }
+                    Probe::OtherHome { pid, why } => Err(CliError::Refused(format!(
+                        "the daemon on {} (pid {pid}) is not this home's: {why}",
+                        home.socket_path().display()
+                    ))),
                     Probe::NotRunning => {
                         wire::connect_or_start(&home).await?;
                         println!("the daemon is running ({})", home.socket_path().display());
@@ -1682,6 +1686,10 @@ async fn daemon_line(home: &Home) -> (String, i32) {
             ),
             Ok(_) | Err(_) => ("daemon   running but not answering".into(), 1),
         },
+        Probe::OtherHome { pid, why } => (
+            format!("daemon   ANOTHER HOME'S -- pid {pid} on this home's socket: {why}"),
+            1,
+        ),
     }
 }
 
@@ -1714,6 +1722,11 @@ async fn stop_daemon(home: &Home) -> Result<i32, CliError> {
             return Err(CliError::Refused(format!(
                 "not stopping {}",
                 v.describe("the process on the socket")
+            )));
+        }
+        Probe::OtherHome { pid, why } => {
+            return Err(CliError::Refused(format!(
+                "not stopping pid {pid}: it is not this home's daemon ({why})"
             )));
         }
     }

@@ -293,6 +293,9 @@ struct State {
     /// Serialises connector changes and credentialed session starts, so a session never pairs
     /// one registration's key with another's secret.
     connectors: tokio::sync::Mutex<()>,
+    /// The home this daemon serves, as `daemon.hello` proves it: the database it opened and
+    /// the machine id it read.
+    serves: wire::Serves,
 }
 
 impl State {
@@ -359,6 +362,21 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
     let machine_id = journal::load_or_create_machine_id(&home.machine_id_path(), !has_entries)?;
     let durability = config.journal.durability;
     let j = Journal::open(&db, &machine_id, durability)?;
+    // The database as opened, for `daemon.hello`: read once, now, so a file put in its place
+    // later is not this daemon's database.
+    let serves = {
+        use std::os::unix::fs::MetadataExt as _;
+        let m = std::fs::metadata(&db).map_err(|source| DaemonError::Listen {
+            path: db.display().to_string(),
+            source,
+        })?;
+        wire::Serves {
+            home: home.dir().display().to_string(),
+            db_dev: m.dev(),
+            db_ino: m.ino(),
+            machine_id: machine_id.trim().to_string(),
+        }
+    };
     let rows = j.policies()?;
     let budget_rows = j.budgets()?;
     let enrolled = j.agents()?;
@@ -453,6 +471,7 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
         approval_timeout: config.approval.timeout,
         vault: Arc::new(Keyring::for_home(home.dir())),
         connectors: tokio::sync::Mutex::new(()),
+        serves,
     });
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -599,6 +618,9 @@ async fn serve_conn(state: Arc<State>, stream: UnixStream, conn: u64) {
             Err(e) => Next::ReplyAndClose(Response::Error {
                 message: format!("unreadable request: {e}"),
             }),
+            // Which home this daemon serves: asked first on every connection, and giving it no
+            // role.
+            Ok(Request::Hello) => Next::Reply(Response::Hello(state.serves.clone())),
             Ok(req) => {
                 let is_session = req.is_session();
                 if *session_role.get_or_insert(is_session) != is_session {
@@ -861,6 +883,7 @@ async fn handle(
         Request::PolicyExport => Next::Reply(Response::PolicyText {
             text: current_policy(state).text(),
         }),
+        Request::Hello => Next::Reply(Response::Hello(state.serves.clone())),
         Request::VaultProbe => {
             // A name no connector can have (a space is not allowed in one): a reachable store
             // answers "no such entry", and nothing is read or written.

@@ -232,6 +232,14 @@ pub fn daemon(ctx: &Ctx) -> Vec<Check> {
                     )
                 }
             }
+            Probe::OtherHome { pid, why } => check(
+                name,
+                Status::Fail,
+                format!("pid {pid} on this home's socket is not this home's daemon: {why}"),
+                Some(
+                    "stop that daemon (`holdcall --home <its home> daemon stop`), then run `holdcall daemon start`",
+                ),
+            ),
             Probe::Ours(mut conn) => {
                 match conn
                     .call(&Request::Status, limits::CLI_REQUEST_TIMEOUT)

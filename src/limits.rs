@@ -37,6 +37,10 @@ pub const JSON_DEPTH_MAX: usize = 128;
 /// How long a relay or CLI waits for a daemon it started to answer.
 pub const DAEMON_START_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long a relay or CLI waits for a verified daemon to say which home it serves
+/// (`daemon.hello`, answered from memory): past it the daemon is not taken as this home's.
+pub const DAEMON_HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// How long a CLI command waits for the daemon's answer to one request.
 pub const CLI_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
