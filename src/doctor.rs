@@ -591,6 +591,15 @@ pub fn clients(ctx: &Ctx) -> Vec<Check> {
             &loaded.entries,
             backups.as_ref(),
         ));
+        if let Ok(home) = &ctx.home {
+            out.extend(elsewhere_lines(
+                &name,
+                &spec.path,
+                &loaded.entries,
+                home.dir(),
+                &places.home,
+            ));
+        }
     }
     if out.is_empty() {
         out.push(check(
@@ -598,6 +607,64 @@ pub fn clients(ctx: &Ctx) -> Vec<Check> {
             Status::Ok,
             "no MCP client config files found in the usual places".into(),
             None,
+        ));
+    }
+    out
+}
+
+/// Routed entries whose relay, started with the MCP SDKs' minimal environment (HOME, LOGNAME,
+/// PATH, SHELL, TERM, USER and the entry's own `env`), would use another home than this one:
+/// their calls would be decided by another home's rules, or by none.
+fn elsewhere_lines(
+    name: &str,
+    path: &Path,
+    entries: &[clientconfig::Entry],
+    home: &Path,
+    user_home: &Path,
+) -> Vec<Check> {
+    let shown = visible(&path.display().to_string());
+    let here = visible(&home.display().to_string());
+    let routed = entries
+        .iter()
+        .filter(|e| matches!(e.state, EntryState::Routed | EntryState::OtherHoldcall(_)));
+    let (mut implicit, mut explicit) = (Vec::new(), Vec::new());
+    for e in routed {
+        if let Some(theirs) = e.lands_elsewhere(home, user_home) {
+            let line = format!(
+                "{} would use {}",
+                visible(&e.name),
+                visible(&theirs.display().to_string())
+            );
+            if e.home_arg.is_some() {
+                explicit.push(line);
+            } else {
+                implicit.push(line);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if !implicit.is_empty() {
+        out.push(check(
+            name,
+            Status::Fail,
+            format!(
+                "{shown}: {} routed server(s) have no --home and, started by a client with a minimal environment, would reach another home than {here}, whose rules do not apply there ({})",
+                implicit.len(),
+                implicit.join("; ")
+            ),
+            Some("run `holdcall init --write` to write --home into them"),
+        ));
+    }
+    if !explicit.is_empty() {
+        out.push(check(
+            name,
+            Status::Warn,
+            format!(
+                "{shown}: {} routed server(s) name another home than {here} with --home ({})",
+                explicit.len(),
+                explicit.join("; ")
+            ),
+            Some("if that is not meant, edit its --home to this home's path"),
         ));
     }
     out
