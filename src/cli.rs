@@ -41,9 +41,11 @@ pub struct Cli {
 pub enum Command {
     /// Relay one stdio MCP server, deciding every tools/call (what MCP clients run).
     Serve {
-        /// The name rules use for this server.
+        /// The name rules use for this server. Without it, the name is derived from the
+        /// server command (its npm or Python package, image, module or script, else the
+        /// command's name), and the session's journal entry says from what.
         #[arg(long)]
-        connector: String,
+        connector: Option<String>,
         /// A label for the client program (shown in the journal; never identity).
         #[arg(long)]
         client: Option<String>,
@@ -489,6 +491,22 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
             // A bad config is fatal for every command: a relay must not run on settings it
             // could not read.
             Config::load(&home)?;
+            let (connector, connector_from) = match connector {
+                Some(c) => (c, None),
+                None => {
+                    let words: Vec<String> = command
+                        .iter()
+                        .map(|a| a.to_string_lossy().into_owned())
+                        .collect();
+                    let (program, args) =
+                        words.split_first().ok_or(relay::RelayError::NoCommand)?;
+                    let (c, from) = crate::clientconfig::derived_connector(program, args);
+                    eprintln!(
+                        "holdcall: no --connector given: using connector {c}, derived from {from}"
+                    );
+                    (c, Some(from))
+                }
+            };
             // The relay runs on one thread: the thread that starts the server must outlive it,
             // because the server's parent-death signal follows that thread.
             let rt = wire::current_thread()?;
@@ -496,6 +514,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
                 home,
                 ServeOptions {
                     connector,
+                    connector_from,
                     client,
                     command,
                 },

@@ -722,7 +722,18 @@ async fn handle(
             session_id,
             connector,
             client,
-        } => session_start(state, owned, session_id, connector, client, agent).await,
+            connector_from,
+        } => {
+            session_start(
+                state,
+                owned,
+                session_id,
+                (connector, connector_from),
+                client,
+                agent,
+            )
+            .await
+        }
         Request::CallRequest {
             session_id,
             seq,
@@ -1352,7 +1363,7 @@ async fn session_start(
     state: &State,
     owned: &mut HashSet<String>,
     session_id: String,
-    connector: String,
+    (connector, connector_from): (String, Option<String>),
     client: Option<String>,
     agent: Option<&str>,
 ) -> Next {
@@ -1367,6 +1378,14 @@ async fn session_start(
     {
         return violation("the client label is too long or has control characters");
     }
+    // Said in the journal as the relay words it, made printable and bounded like a label.
+    let reason = connector_from.map(|from| {
+        let from: String = crate::approval::visible(&from)
+            .chars()
+            .take(limits::CONNECTOR_FROM_CHARS_MAX)
+            .collect();
+        format!("no --connector was given: connector {connector} was derived from {from}")
+    });
     // Reserve the id before any await, so two connections starting the same id at once cannot
     // both pass the check.
     let reserved = match state.sessions.lock() {
@@ -1432,6 +1451,7 @@ async fn session_start(
                 client,
                 agent,
                 detail,
+                reason,
                 ..Fields::default()
             },
         )

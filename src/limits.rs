@@ -30,6 +30,11 @@ pub const SCOPE_NAME_CHARS_MAX: usize = 128;
 /// Longest `--client` label (bytes). It is a label only, never identity.
 pub const CLIENT_LABEL_BYTES_MAX: usize = 128;
 
+/// Most characters of what a relay without `--connector` says it derived the name from
+/// (`the npm package …`, `the script /…/index.js`), as journaled: enough for a long path, and
+/// a bound on what a relay can make the journal hold.
+pub const CONNECTOR_FROM_CHARS_MAX: usize = 512;
+
 /// Deepest JSON nesting the strict reader follows before calling a line unreadable. serde_json
 /// itself stops at 128; a deeper line is an attack, not a tool call.
 pub const JSON_DEPTH_MAX: usize = 128;

@@ -82,6 +82,8 @@ pub enum RelayError {
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
     pub connector: String,
+    /// When no `--connector` was given: what `connector` was derived from, in words.
+    pub connector_from: Option<String>,
     pub client: Option<String>,
     pub command: Vec<OsString>,
 }
@@ -552,6 +554,7 @@ pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
                 session_id: session_id.clone(),
                 connector: opts.connector.clone(),
                 client: opts.client.clone(),
+                connector_from: opts.connector_from.clone(),
             })
             .await;
         match started {

@@ -28,6 +28,10 @@ pub enum Request {
         session_id: String,
         connector: String,
         client: Option<String>,
+        /// When the relay was given no `--connector`: what it derived the name from, in words
+        /// (journaled with the session's start).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        connector_from: Option<String>,
     },
     /// A readable tools/call. The relay never states a verdict; it only describes the call.
     #[serde(rename = "call.request")]

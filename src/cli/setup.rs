@@ -268,6 +268,9 @@ struct Row {
     file: String,
     name: String,
     connector: String,
+    /// For a routed entry without `--connector`: what its relay derives the name from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    connector_derived_from: Option<String>,
     transport: String,
     state: &'static str,
     routed: bool,
@@ -308,6 +311,7 @@ pub fn inventory(json: bool) -> Result<i32, CliError> {
                         file: spec.path.display().to_string(),
                         name: e.name.clone(),
                         connector: e.connector.clone(),
+                        connector_derived_from: e.connector_from.clone(),
                         transport: e.transport.clone(),
                         state: e.state.label(),
                         routed: e.state == EntryState::Routed,
@@ -385,6 +389,14 @@ pub fn inventory(json: bool) -> Result<i32, CliError> {
         )?;
         if let Some(why) = &r.not_routed_because {
             writeln!(out, "{:<14}  not routed: {why}", "")?;
+        }
+        if let Some(from) = &r.connector_derived_from {
+            writeln!(
+                out,
+                "{:<14}  connector {} (no --connector: derived from {from})",
+                "",
+                visible(&r.connector)
+            )?;
         }
     }
     for u in &unreadable {

@@ -464,6 +464,9 @@ pub struct Entry {
     /// The connector name it runs under: the one in its `holdcall serve` arguments when routed,
     /// else the one `init` would give it (its name, or a sanitised form; see `connector_name`).
     pub connector: String,
+    /// For a routed entry without `--connector`: what its connector name was derived from, in
+    /// words (`holdcall serve` derives it the same way; see `derived_connector`).
+    pub connector_from: Option<String>,
     pub state: EntryState,
     /// `stdio`, `http`, `sse`, or `unknown`.
     pub transport: String,
@@ -698,6 +701,7 @@ fn json_entry(
         scope,
         name: name.to_string(),
         connector: String::new(),
+        connector_from: None,
         state: EntryState::NotRouted,
         transport: "stdio".into(),
         command: None,
@@ -804,8 +808,19 @@ fn classify_stdio(e: &mut Entry, judge: &Judge) {
                 resolved,
             }),
         };
-        e.connector = serve.connector.unwrap_or_default();
         e.home_arg = serve.home;
+        match serve.connector {
+            Some(c) => e.connector = c,
+            None => {
+                // `serve` without --connector: the relay derives the name from its server
+                // command, and so does this.
+                if let Some((cmd, args)) = e.upstream() {
+                    let (c, from) = derived_connector(&cmd, &args);
+                    e.connector = c;
+                    e.connector_from = Some(from);
+                }
+            }
+        }
     } else {
         e.state = EntryState::NotRouted;
         e.connector = connector_name(&e.name);
@@ -940,6 +955,19 @@ pub fn connector_name(name: &str) -> String {
     format!("server-{}", digest.get(..8).unwrap_or(&digest))
 }
 
+/// The connector name `holdcall serve` without `--connector` runs a server command under, and
+/// what it was derived from in words: the name `inspect::server_name` reads from the command,
+/// made valid by `connector_name`.
+pub fn derived_connector(command: &str, args: &[String]) -> (String, String) {
+    let (raw, from) = inspect::server_name(command, args);
+    let name = if raw.is_empty() {
+        connector_name(command)
+    } else {
+        connector_name(&raw)
+    };
+    (name, from)
+}
+
 /// A command named holdcall (any path): if its arguments are `serve …`, it claims to route.
 /// Whether it is *this* holdcall is [`Judge`]'s question.
 pub fn is_holdcall(command: &str) -> bool {
@@ -1008,6 +1036,7 @@ fn toml_entries(text: &str, judge: &Judge) -> Result<Vec<Entry>, String> {
             group: vec!["mcp_servers".into()],
             scope: "user".into(),
             connector: String::new(),
+            connector_from: None,
             name,
             state: EntryState::NotRouted,
             transport: "stdio".into(),

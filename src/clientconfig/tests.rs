@@ -622,3 +622,66 @@ fn the_home_a_relay_would_use_follows_its_home_flag_then_its_own_env_then_home()
     let e = entries_judged(&cursor(), text, &hc()).unwrap().remove(0);
     assert_eq!(e.state, EntryState::NotRouted);
 }
+
+#[test]
+fn a_connector_name_is_derived_from_the_package_module_script_or_binary_a_command_runs() {
+    let d = |cmd: &str, args: &[&str]| derived_connector(cmd, &s(args));
+    assert_eq!(
+        d("npx", &["-y", "@scope/server-foo@1.2"]),
+        (
+            "server-foo".into(),
+            "the npm package @scope/server-foo@1.2".into()
+        )
+    );
+    assert_eq!(d("bunx", &["mcp-thing"]).0, "mcp-thing");
+    assert_eq!(
+        d("uvx", &["mcp-server-git", "--repository", "/r"]),
+        (
+            "mcp-server-git".into(),
+            "the Python package mcp-server-git".into()
+        )
+    );
+    assert_eq!(d("uvx", &["--from", "pkg[cli]==1.2", "pkg-cmd"]).0, "pkg");
+    assert_eq!(d("uv", &["tool", "run", "srv@1.0.0"]).0, "srv");
+    assert_eq!(
+        d("node", &["/x/my-srv/dist/index.js"]),
+        ("my-srv".into(), "the script /x/my-srv/dist/index.js".into())
+    );
+    assert_eq!(d("node", &["/x/y/weather.mjs"]).0, "weather");
+    assert_eq!(
+        d("python3", &["-m", "mcp_server_time"]),
+        (
+            "mcp_server_time".into(),
+            "the Python module mcp_server_time".into()
+        )
+    );
+    assert_eq!(
+        d(
+            "docker",
+            &["run", "-i", "--rm", "ghcr.io/org/gh-mcp:1@sha256:ab"]
+        )
+        .0,
+        "gh-mcp"
+    );
+    assert_eq!(
+        d("/usr/local/bin/notes-server", &["--flag"]),
+        ("notes-server".into(), "the command notes-server".into())
+    );
+    // Always a valid connector name, even from a name that is not one.
+    let odd = d("/opt/日本語 srv", &[]).0;
+    crate::policy::validate_scope_name("connector", &odd).unwrap();
+    // An npx whose package cannot be told falls back to the command's name.
+    assert_eq!(d("npx", &["--weird"]).0, "npx");
+}
+
+#[test]
+fn a_routed_entry_without_connector_runs_under_the_name_its_relay_derives() {
+    let text = r#"{"mcpServers":{"r":{"command":"/opt/hc/holdcall","args":["serve","--","npx","-y","@scope/server-foo@1.2"]}}}"#;
+    let e = entries_judged(&cursor(), text, &hc()).unwrap().remove(0);
+    assert_eq!(e.state, EntryState::Routed);
+    assert_eq!(e.connector, "server-foo");
+    assert_eq!(
+        e.connector_from.as_deref(),
+        Some("the npm package @scope/server-foo@1.2")
+    );
+}
