@@ -418,7 +418,7 @@ pub enum WireError {
     #[diagnostic(
         code(holdcall::wire::other_home),
         help(
-            "another home's daemon is on this home's socket path, so nothing it decides is this home's word; stop it (`holdcall --home <its home> daemon stop`, or end that pid), then run `holdcall daemon start` here"
+            "the daemon on this home's socket did not prove it serves this home (its database and machine id), so nothing it decides is this home's word; if it is another home's daemon, stop it (`holdcall --home <its home> daemon stop`, or end that pid) and run `holdcall daemon start` here; if it is stuck, end that pid"
         )
     )]
     OtherHome { socket: String, why: String },
@@ -645,8 +645,12 @@ async fn serves(mut conn: Conn, home: &Home) -> Result<Conn, String> {
             None => return Ok(conn),
             Some(why) => why,
         },
-        Ok(other) => format!("it did not say which home it serves (it answered {other:?})"),
-        Err(e) => format!("it did not say which home it serves: {e}"),
+        Ok(other) => {
+            return Err(format!(
+                "it did not say which home it serves (it answered {other:?})"
+            ));
+        }
+        Err(e) => return Err(format!("it did not say which home it serves: {e}")),
     };
     let own = if daemon_lock_free(home) {
         "this home has no daemon of its own running"
