@@ -30,7 +30,7 @@ pub enum RelayError {
     #[error("no server command: give one after `--`")]
     #[diagnostic(
         code(holdcall::relay::no_command),
-        help("holdcall serve --connector NAME -- COMMAND [ARGS...]")
+        help("holdcall serve [--connector NAME] -- COMMAND [ARGS...]")
     )]
     NoCommand,
     #[error("cannot start the server command {command:?}: {source}")]

@@ -90,6 +90,14 @@ fn a_cli_command_refuses_another_homes_daemon_on_this_homes_socket() {
     let status = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{status}");
     assert!(status.contains("ANOTHER HOME'S"), "{status}");
+    // doctor fails it, and `daemon stop` does not stop another home's daemon.
+    let out = a.run(&["doctor"]);
+    let doctor = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{doctor}");
+    assert!(doctor.contains("is not this home's daemon"), "{doctor}");
+    let err = a.fails(&["daemon", "stop"], 1);
+    assert!(err.contains("not stopping"), "{err}");
+    assert!(b.db().exists());
     // B never heard of the rule.
     assert_eq!(journal_rows(&b.db()).len(), before);
 }
