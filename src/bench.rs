@@ -113,6 +113,7 @@ impl Relay {
                     session_id: session_id.clone(),
                     connector: connector.to_string(),
                     client: Some("bench".into()),
+                    connector_from: None,
                 },
                 limits::DECISION_TIMEOUT,
             )

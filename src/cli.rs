@@ -41,9 +41,11 @@ pub struct Cli {
 pub enum Command {
     /// Relay one stdio MCP server, deciding every tools/call (what MCP clients run).
     Serve {
-        /// The name rules use for this server.
+        /// The name rules use for this server. Without it, the name is derived from the
+        /// server command (its npm or Python package, image, module or script, else the
+        /// command's name), and the session's journal entry says from what.
         #[arg(long)]
-        connector: String,
+        connector: Option<String>,
         /// A label for the client program (shown in the journal; never identity).
         #[arg(long)]
         client: Option<String>,
@@ -497,6 +499,22 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
             // A bad config is fatal for every command: a relay must not run on settings it
             // could not read.
             Config::load(&home)?;
+            let (connector, connector_from) = match connector {
+                Some(c) => (c, None),
+                None => {
+                    let words: Vec<String> = command
+                        .iter()
+                        .map(|a| a.to_string_lossy().into_owned())
+                        .collect();
+                    let (program, args) =
+                        words.split_first().ok_or(relay::RelayError::NoCommand)?;
+                    let (c, from) = crate::clientconfig::derived_connector(program, args);
+                    eprintln!(
+                        "holdcall: no --connector given: using connector {c}, derived from {from}"
+                    );
+                    (c, Some(from))
+                }
+            };
             // The relay runs on one thread: the thread that starts the server must outlive it,
             // because the server's parent-death signal follows that thread.
             let rt = wire::current_thread()?;
@@ -504,6 +522,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
                 home,
                 ServeOptions {
                     connector,
+                    connector_from,
                     client,
                     command,
                 },
@@ -1615,6 +1634,15 @@ fn daemon_cmd(action: DaemonCmd) -> Result<i32, CliError> {
                     Probe::Other(v) => {
                         Err(CliError::Refused(v.describe("the process on the socket")))
                     }
+                    Probe::OtherHome { pid, why } => Err(CliError::Refused(format!(
+                        "the daemon on {} (pid {pid}) is not this home's: {why}",
+                        home.socket_path().display()
+                    ))),
+                    Probe::Silent { pid } => Err(CliError::Refused(format!(
+                        "the daemon on {} (pid {pid}) does not answer within {:?}; run `holdcall daemon restart`",
+                        home.socket_path().display(),
+                        limits::DAEMON_HELLO_TIMEOUT
+                    ))),
                     Probe::NotRunning => {
                         wire::connect_or_start(&home).await?;
                         println!("the daemon is running ({})", home.socket_path().display());
@@ -1747,6 +1775,18 @@ async fn daemon_line(home: &Home) -> DaemonLine {
                 1,
             ),
         },
+        Probe::OtherHome { pid, why } => line(
+            format!("daemon   ANOTHER HOME'S -- pid {pid} on this home's socket: {why}"),
+            1,
+        ),
+        Probe::Silent { pid } => line(
+            format!(
+                "daemon   running (pid {pid}) but not answering on {} within {:?} (stopped or hung?)",
+                socket.display(),
+                limits::DAEMON_HELLO_TIMEOUT
+            ),
+            1,
+        ),
     }
 }
 
@@ -1831,6 +1871,22 @@ async fn stop_daemon(home: &Home) -> Result<i32, CliError> {
                 "not stopping {}",
                 v.describe("the process on the socket")
             )));
+        }
+        Probe::OtherHome { pid, why } => {
+            return Err(CliError::Refused(format!(
+                "not stopping pid {pid}: it is not this home's daemon ({why})"
+            )));
+        }
+        // Verified but silent: only the holder of this home's lock is ours to signal.
+        Probe::Silent { pid } => {
+            if wire::lock_holder(home) != Some(pid) {
+                return Err(CliError::Refused(format!(
+                    "not stopping pid {pid}: it does not answer and does not hold {}",
+                    home.lock_path().display()
+                )));
+            }
+            signal_lock_holder(home, pid)?;
+            println!("holdcall: stopping the daemon (pid {pid}), which was not answering");
         }
     }
     let deadline = Instant::now() + limits::DAEMON_START_TIMEOUT;

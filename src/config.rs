@@ -91,17 +91,24 @@ impl Home {
         if let Some(home) = EXPLICIT_HOME.get() {
             return Ok(home.clone());
         }
-        if let Some(dir) = std::env::var_os("HOLDCALL_HOME").filter(|v| !v.is_empty()) {
+        Home::resolve(|name| std::env::var_os(name))
+    }
+
+    /// The home an environment names, without `--home`: `HOLDCALL_HOME` if set, else the
+    /// platform's data directory under `HOME` (`XDG_DATA_HOME` when absolute). `var` reads one
+    /// variable, so `doctor` can ask what a relay started with a client's environment would use.
+    pub fn resolve(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Result<Home, ConfigError> {
+        if let Some(dir) = var("HOLDCALL_HOME").filter(|v| !v.is_empty()) {
             return Ok(Home::at(PathBuf::from(dir)));
         }
-        let home = std::env::var_os("HOME")
+        let home = var("HOME")
             .filter(|v| !v.is_empty())
             .ok_or(ConfigError::NoHome)?;
         let home = PathBuf::from(home);
         let data = if cfg!(target_os = "macos") {
             home.join("Library/Application Support")
         } else {
-            std::env::var_os("XDG_DATA_HOME")
+            var("XDG_DATA_HOME")
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from)
                 .filter(|p| p.is_absolute())

@@ -1406,6 +1406,7 @@ mod tests {
                 session_id: "s".into(),
                 connector: "c".into(),
                 client: None,
+                connector_from: None,
             },
             WireRequest::SessionEnd {
                 session_id: "s".into(),

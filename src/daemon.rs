@@ -293,6 +293,9 @@ struct State {
     /// Serialises connector changes and credentialed session starts, so a session never pairs
     /// one registration's key with another's secret.
     connectors: tokio::sync::Mutex<()>,
+    /// The home this daemon serves, as `daemon.hello` proves it: the database it opened and
+    /// the machine id it read.
+    serves: wire::Serves,
 }
 
 impl State {
@@ -372,6 +375,21 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
     let machine_id = journal::load_or_create_machine_id(&home.machine_id_path(), !has_entries)?;
     let durability = config.journal.durability;
     let j = Journal::open(&db, &machine_id, durability)?;
+    // The database as opened, for `daemon.hello`: read once, now, so a file put in its place
+    // later is not this daemon's database.
+    let serves = {
+        use std::os::unix::fs::MetadataExt as _;
+        let m = std::fs::metadata(&db).map_err(|source| DaemonError::Listen {
+            path: db.display().to_string(),
+            source,
+        })?;
+        wire::Serves {
+            home: home.dir().display().to_string(),
+            db_dev: m.dev(),
+            db_ino: m.ino(),
+            machine_id: machine_id.trim().to_string(),
+        }
+    };
     let rows = j.policies()?;
     let budget_rows = j.budgets()?;
     let enrolled = j.agents()?;
@@ -448,6 +466,7 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
         approval_timeout: config.approval.timeout,
         vault: Arc::new(Keyring::for_home(home.dir())),
         connectors: tokio::sync::Mutex::new(()),
+        serves,
     });
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -654,6 +673,9 @@ async fn serve_conn(state: Arc<State>, stream: UnixStream, conn: u64) {
             Err(e) => Next::ReplyAndClose(Response::Error {
                 message: format!("unreadable request: {e}"),
             }),
+            // Which home this daemon serves: asked first on every connection, and giving it no
+            // role.
+            Ok(Request::Hello) => Next::Reply(Response::Hello(state.serves.clone())),
             Ok(req) => {
                 let is_session = req.is_session();
                 if *session_role.get_or_insert(is_session) != is_session {
@@ -755,7 +777,18 @@ async fn handle(
             session_id,
             connector,
             client,
-        } => session_start(state, owned, session_id, connector, client, agent).await,
+            connector_from,
+        } => {
+            session_start(
+                state,
+                owned,
+                session_id,
+                (connector, connector_from),
+                client,
+                agent,
+            )
+            .await
+        }
         Request::CallRequest {
             session_id,
             seq,
@@ -918,6 +951,7 @@ async fn handle(
         Request::PolicyExport => Next::Reply(Response::PolicyText {
             text: current_policy(state).text(),
         }),
+        Request::Hello => Next::Reply(Response::Hello(state.serves.clone())),
         Request::VaultProbe => {
             // A name no connector can have (a space is not allowed in one): a reachable store
             // answers "no such entry", and nothing is read or written.
@@ -1386,7 +1420,7 @@ async fn session_start(
     state: &State,
     owned: &mut HashSet<String>,
     session_id: String,
-    connector: String,
+    (connector, connector_from): (String, Option<String>),
     client: Option<String>,
     agent: Option<&str>,
 ) -> Next {
@@ -1401,6 +1435,14 @@ async fn session_start(
     {
         return violation("the client label is too long or has control characters");
     }
+    // Said in the journal as the relay words it, made printable and bounded like a label.
+    let reason = connector_from.map(|from| {
+        let from: String = crate::approval::visible(&from)
+            .chars()
+            .take(limits::CONNECTOR_FROM_CHARS_MAX)
+            .collect();
+        format!("no --connector was given: connector {connector} was derived from {from}")
+    });
     // Reserve the id before any await, so two connections starting the same id at once cannot
     // both pass the check.
     let reserved = match state.sessions.lock() {
@@ -1466,6 +1508,7 @@ async fn session_start(
                 client,
                 agent,
                 detail,
+                reason,
                 ..Fields::default()
             },
         )

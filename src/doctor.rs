@@ -247,6 +247,24 @@ pub fn daemon(ctx: &Ctx) -> Vec<Check> {
                     )
                 }
             }
+            Probe::OtherHome { pid, why } => check(
+                name,
+                Status::Fail,
+                format!("pid {pid} on this home's socket is not this home's daemon: {why}"),
+                Some(
+                    "stop that daemon (`holdcall --home <its home> daemon stop`), then run `holdcall daemon start`",
+                ),
+            ),
+            Probe::Silent { pid } => check(
+                name,
+                Status::Fail,
+                format!(
+                    "pid {pid} is on {} but does not answer within {:?}",
+                    home.socket_path().display(),
+                    limits::DAEMON_HELLO_TIMEOUT
+                ),
+                Some("if it was stopped (SIGSTOP), continue it; else run `holdcall daemon restart`"),
+            ),
             Probe::Ours(mut conn) => {
                 match conn
                     .call(&Request::Status, limits::CLI_REQUEST_TIMEOUT)
@@ -886,6 +904,15 @@ pub fn clients(ctx: &Ctx) -> Vec<Check> {
             &loaded.entries,
             backups.as_ref(),
         ));
+        if let Ok(home) = &ctx.home {
+            out.extend(elsewhere_lines(
+                &name,
+                &spec.path,
+                &loaded.entries,
+                home.dir(),
+                &places.home,
+            ));
+        }
     }
     if out.is_empty() {
         out.push(check(
@@ -893,6 +920,64 @@ pub fn clients(ctx: &Ctx) -> Vec<Check> {
             Status::Ok,
             "no MCP client config files found in the usual places".into(),
             None,
+        ));
+    }
+    out
+}
+
+/// Routed entries whose relay, started with the MCP SDKs' minimal environment (HOME, LOGNAME,
+/// PATH, SHELL, TERM, USER and the entry's own `env`), would use another home than this one:
+/// their calls would be decided by another home's rules, or by none.
+fn elsewhere_lines(
+    name: &str,
+    path: &Path,
+    entries: &[clientconfig::Entry],
+    home: &Path,
+    user_home: &Path,
+) -> Vec<Check> {
+    let shown = visible(&path.display().to_string());
+    let here = visible(&home.display().to_string());
+    let routed = entries
+        .iter()
+        .filter(|e| matches!(e.state, EntryState::Routed | EntryState::OtherHoldcall(_)));
+    let (mut implicit, mut explicit) = (Vec::new(), Vec::new());
+    for e in routed {
+        if let Some(theirs) = e.lands_elsewhere(home, user_home) {
+            let line = format!(
+                "{} would use {}",
+                visible(&e.name),
+                visible(&theirs.display().to_string())
+            );
+            if e.home_arg.is_some() {
+                explicit.push(line);
+            } else {
+                implicit.push(line);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if !implicit.is_empty() {
+        out.push(check(
+            name,
+            Status::Fail,
+            format!(
+                "{shown}: {} routed server(s) have no --home and, started by a client with a minimal environment, would reach another home than {here}, whose rules do not apply there ({})",
+                implicit.len(),
+                implicit.join("; ")
+            ),
+            Some("run `holdcall init --write` to write --home into them"),
+        ));
+    }
+    if !explicit.is_empty() {
+        out.push(check(
+            name,
+            Status::Warn,
+            format!(
+                "{shown}: {} routed server(s) name another home than {here} with --home ({})",
+                explicit.len(),
+                explicit.join("; ")
+            ),
+            Some("if that is not meant, edit its --home to this home's path"),
         ));
     }
     out

@@ -30,6 +30,11 @@ pub const SCOPE_NAME_CHARS_MAX: usize = 128;
 /// Longest `--client` label (bytes). It is a label only, never identity.
 pub const CLIENT_LABEL_BYTES_MAX: usize = 128;
 
+/// Most characters of what a relay without `--connector` says it derived the name from
+/// (`the npm package …`, `the script /…/index.js`), as journaled: enough for a long path, and
+/// a bound on what a relay can make the journal hold.
+pub const CONNECTOR_FROM_CHARS_MAX: usize = 512;
+
 /// Deepest JSON nesting the strict reader follows before calling a line unreadable. serde_json
 /// itself stops at 128; a deeper line is an attack, not a tool call.
 pub const JSON_DEPTH_MAX: usize = 128;
@@ -42,6 +47,12 @@ pub const DAEMON_START_TIMEOUT: Duration = Duration::from_secs(5);
 /// a second costs nothing, and a relay started meanwhile waits up to `DAEMON_START_TIMEOUT`
 /// for the socket to come back, so the check must come round well within that.
 pub const SOCKET_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How long a relay or CLI waits for a verified daemon to say which home it serves
+/// (`daemon.hello`, answered from memory): past it the daemon is taken as not answering. No
+/// longer than a decision may take: a relay facing a stopped daemon must still answer its
+/// client within the decision timeout (issue 12, item 9).
+pub const DAEMON_HELLO_TIMEOUT: Duration = DECISION_TIMEOUT;
 
 /// How long a CLI command waits for the daemon's answer to one request.
 pub const CLI_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);

@@ -30,7 +30,7 @@ pub enum RelayError {
     #[error("no server command: give one after `--`")]
     #[diagnostic(
         code(holdcall::relay::no_command),
-        help("holdcall serve --connector NAME -- COMMAND [ARGS...]")
+        help("holdcall serve [--connector NAME] -- COMMAND [ARGS...]")
     )]
     NoCommand,
     #[error("cannot start the server command {command:?}: {source}")]
@@ -82,6 +82,8 @@ pub enum RelayError {
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
     pub connector: String,
+    /// When no `--connector` was given: what `connector` was derived from, in words.
+    pub connector_from: Option<String>,
     pub client: Option<String>,
     pub command: Vec<OsString>,
 }
@@ -126,6 +128,9 @@ struct Link {
     dead: Arc<AtomicBool>,
     lost: Arc<AtomicU64>,
     held: HeldWaits,
+    /// Why the session has no daemon from its start (none could be reached, or the one on the
+    /// socket is another home's): every refusal says it.
+    no_daemon: Option<Arc<str>>,
 }
 
 /// Most decisions that can wait for the daemon at once (the relay asks one at a time).
@@ -135,7 +140,7 @@ const DECISION_QUEUE: usize = 16;
 const ANSWER_QUEUE: usize = 4;
 
 impl Link {
-    fn start(conn: Option<wire::Conn>, session_id: String) -> Link {
+    fn start(conn: Option<wire::Conn>, session_id: String, no_daemon: Option<String>) -> Link {
         let (decisions, mut decision_rx) = mpsc::channel::<(Request, Reply)>(DECISION_QUEUE);
         let (in_order, mut order_rx) = mpsc::channel::<(Request, Option<Reply>)>(LINK_QUEUE);
         let dead = Arc::new(AtomicBool::new(conn.is_none()));
@@ -195,6 +200,7 @@ impl Link {
             dead,
             lost,
             held,
+            no_daemon: no_daemon.map(Arc::from),
         }
     }
 
@@ -535,23 +541,24 @@ pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
     let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
     let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let session_id = new_session_id();
-    let conn = match wire::connect_or_start(&home).await {
-        Ok(c) => Some(c),
+    let (conn, no_daemon) = match wire::connect_or_start(&home).await {
+        Ok(c) => (Some(c), None),
         Err(e) => {
             eprintln!("holdcall: no daemon to decide calls: {e}");
             eprintln!(
                 "holdcall: the server will start, but every tool call in this session will be refused"
             );
-            None
+            (None, Some(e.to_string()))
         }
     };
-    let link = Link::start(conn, session_id.clone());
+    let link = Link::start(conn, session_id.clone(), no_daemon);
     let mut launch = None;
     if !link.dead.load(Ordering::SeqCst) {
         let start = link.ask_in_order(Request::SessionStart {
             session_id: session_id.clone(),
             connector: opts.connector.clone(),
             client: opts.client.clone(),
+            connector_from: opts.connector_from.clone(),
         });
         tokio::pin!(start);
         // The answer may take a store read or two (`limits::STORE_REQUEST_TIMEOUT`); a daemon
@@ -1262,9 +1269,14 @@ impl ClientPump {
             }
             refused => {
                 if let Some(id) = id {
-                    let text = match refused {
-                        Verdict::Deny => frame::DENIED_BY_POLICY,
-                        Verdict::OverBudget => frame::DENIED_OVER_BUDGET,
+                    let why;
+                    let text = match (refused, &self.link.no_daemon) {
+                        (Verdict::Deny, _) => frame::DENIED_BY_POLICY,
+                        (Verdict::OverBudget, _) => frame::DENIED_OVER_BUDGET,
+                        (_, Some(no_daemon)) => {
+                            why = format!("{} ({no_daemon})", frame::DENIED_NO_DECISION);
+                            why.as_str()
+                        }
                         _ => frame::DENIED_NO_DECISION,
                     };
                     self.refuse(&id, text, requested_version.as_deref()).await;

@@ -28,6 +28,10 @@ pub enum Request {
         session_id: String,
         connector: String,
         client: Option<String>,
+        /// When the relay was given no `--connector`: what it derived the name from, in words
+        /// (journaled with the session's start).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        connector_from: Option<String>,
     },
     /// A readable tools/call. The relay never states a verdict; it only describes the call.
     #[serde(rename = "call.request")]
@@ -133,6 +137,10 @@ pub enum Request {
     /// connector can have, so nothing is read or written.
     #[serde(rename = "vault.probe")]
     VaultProbe,
+    /// Which home the daemon serves: asked on every connection before anything else, on
+    /// management and session connections alike (it gives a connection no role).
+    #[serde(rename = "daemon.hello")]
+    Hello,
 }
 
 impl Request {
@@ -282,6 +290,9 @@ pub enum Response {
     AgentChanged { message: String, chain_seq: i64 },
     #[serde(rename = "agent.list")]
     AgentList { agents: Vec<ListedAgent> },
+    /// The answer to `daemon.hello`: the home this daemon serves, as it proves it.
+    #[serde(rename = "daemon.hello")]
+    Hello(Serves),
     #[serde(rename = "daemon.status")]
     Status {
         pid: u32,
@@ -292,6 +303,58 @@ pub enum Response {
         entries: Option<i64>,
         durability: String,
     },
+}
+
+/// Which home a daemon serves: the database it opened (its device and inode when it opened it)
+/// and the machine id it read. A client compares both with its own reading of its home, so a
+/// daemon of another home moved onto this home's socket path is refused (issue 12, item 5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Serves {
+    /// The home directory, as the daemon was given it (for messages only: never compared).
+    pub home: String,
+    pub db_dev: u64,
+    pub db_ino: u64,
+    pub machine_id: String,
+}
+
+impl Serves {
+    /// What `home` holds now: its database's device and inode and its machine id; None for
+    /// what is missing or unreadable.
+    fn of(home: &Home) -> (Option<(u64, u64)>, Option<String>) {
+        use std::os::unix::fs::MetadataExt as _;
+        let db = std::fs::metadata(home.db_path())
+            .ok()
+            .map(|m| (m.dev(), m.ino()));
+        let id = std::fs::read_to_string(home.machine_id_path())
+            .ok()
+            .map(|t| t.trim().to_string());
+        (db, id)
+    }
+
+    /// None when this daemon serves `home`; else why not, in words that name both homes.
+    pub fn mismatch(&self, home: &Home) -> Option<String> {
+        let (db, id) = Serves::of(home);
+        let theirs = format!(
+            "it serves the home {} (database device {}, inode {})",
+            crate::approval::visible(&self.home),
+            self.db_dev,
+            self.db_ino
+        );
+        let ours = home.db_path();
+        let ours = crate::approval::visible(&ours.to_string_lossy());
+        let why = match (db, id) {
+            (None, _) => format!("{theirs}, and this home has no database at {ours}"),
+            (Some((dev, ino)), _) if (dev, ino) != (self.db_dev, self.db_ino) => {
+                format!("{theirs}, not {ours} (device {dev}, inode {ino})")
+            }
+            (Some(_), None) => format!("{theirs}, and this home has no machine id"),
+            (Some(_), Some(id)) if id != self.machine_id => {
+                format!("{theirs}, whose machine id is not this home's")
+            }
+            (Some(_), Some(_)) => return None,
+        };
+        Some(why)
+    }
 }
 
 /// What the relay learns when its call is held.
@@ -379,6 +442,14 @@ pub enum WireError {
         help("only this Holdcall build, running as you, is trusted with decisions")
     )]
     NotVerified { socket: String, why: String },
+    #[error("refusing the daemon on {socket}: {why}")]
+    #[diagnostic(
+        code(holdcall::wire::other_home),
+        help(
+            "the daemon on this home's socket did not prove it serves this home (its database and machine id), so nothing it decides is this home's word; if it is another home's daemon, stop it (`holdcall --home <its home> daemon stop`, or end that pid) and run `holdcall daemon start` here; if it is stuck, end that pid"
+        )
+    )]
+    OtherHome { socket: String, why: String },
     #[error("the daemon did not answer within {0:?}")]
     #[diagnostic(code(holdcall::wire::timeout), help("see `holdcall daemon status`"))]
     Timeout(Duration),
@@ -562,6 +633,18 @@ pub enum Probe {
     NotRunning,
     Ours(Conn),
     Other(peer::Verdict),
+    /// This Holdcall build, running as us, but it does not serve this home (or would not say
+    /// which it serves): nothing it decides may be taken as this home's word.
+    OtherHome {
+        pid: i32,
+        why: String,
+    },
+    /// This Holdcall build, running as us, that did not say which home it serves within
+    /// `limits::DAEMON_HELLO_TIMEOUT`: stopped (SIGSTOP), hung or overloaded. Never taken as
+    /// this home's daemon, and never reported as another home's.
+    Silent {
+        pid: i32,
+    },
 }
 
 /// Looks at the socket of `home` without starting a daemon.
@@ -574,10 +657,44 @@ pub async fn probe(home: &Home) -> Probe {
         return Probe::Other(verdict);
     };
     let (r, w) = stream.into_split();
-    Probe::Ours(Conn {
+    let conn = Conn {
         reader: peer::CheckedReader::new(r, pid),
         writer: w,
-    })
+    };
+    match serves(conn, home).await {
+        Ok(conn) => Probe::Ours(conn),
+        Err(None) => Probe::Silent { pid },
+        Err(Some(why)) => Probe::OtherHome { pid, why },
+    }
+}
+
+/// Asks a verified daemon which home it serves and compares with this process's own reading of
+/// `home` (its database's device and inode, its machine id), read after the daemon answered,
+/// so a database the daemon has just created is there to compare. Err(Some): why it is not
+/// ours; Err(None): it did not answer in time.
+async fn serves(mut conn: Conn, home: &Home) -> Result<Conn, Option<String>> {
+    let why = match conn
+        .call(&Request::Hello, limits::DAEMON_HELLO_TIMEOUT)
+        .await
+    {
+        Ok(Response::Hello(s)) => match s.mismatch(home) {
+            None => return Ok(conn),
+            Some(why) => why,
+        },
+        Ok(other) => {
+            return Err(Some(format!(
+                "it did not say which home it serves (it answered {other:?})"
+            )));
+        }
+        Err(WireError::Timeout(_)) => return Err(None),
+        Err(e) => return Err(Some(format!("it did not say which home it serves: {e}"))),
+    };
+    let own = if daemon_lock_free(home) {
+        "this home has no daemon of its own running"
+    } else {
+        "this home's own daemon holds its lock but is not on this socket"
+    };
+    Err(Some(format!("{why}; {own}")))
 }
 
 /// Connects to the daemon of `home` if one is listening, and verifies it before sending a byte.
@@ -593,6 +710,11 @@ pub async fn connect(home: &Home) -> Result<Conn, WireError> {
             socket: socket.display().to_string(),
             why: verdict.describe("the process listening there"),
         }),
+        Probe::OtherHome { pid, why } => Err(WireError::OtherHome {
+            socket: socket.display().to_string(),
+            why: format!("pid {pid} is this Holdcall build, but {why}"),
+        }),
+        Probe::Silent { .. } => Err(WireError::Timeout(limits::DAEMON_HELLO_TIMEOUT)),
     }
 }
 

@@ -269,7 +269,13 @@ fn a_dry_run_shows_each_change_with_env_names_only_and_writes_nothing() {
         "{out}"
     );
     assert!(
-        out.contains("already routed mcpServers routed-already"),
+        !out.contains("already routed mcpServers routed-already"),
+        "{out}"
+    );
+    // Routed before init wrote --home: this shell's home (HOLDCALL_HOME) is not the one a
+    // client's minimal environment would give its relay, so it gets --home.
+    assert!(
+        out.contains("re-home mcpServers routed-already: a client that starts it with a minimal environment would reach the home"),
         "{out}"
     );
     assert!(
@@ -311,7 +317,17 @@ fn write_routes_every_stdio_server_and_keeps_every_other_byte() {
             }
             let ocmd = o["command"].as_str().unwrap();
             if ocmd.ends_with("holdcall") {
-                assert_eq!(&s, o, "{}: routed server {name} was touched", p.fixture);
+                // Routed already: its relay gets this shell's home in front of its arguments,
+                // and nothing else changes.
+                let mut want = o.clone();
+                let mut args = vec![
+                    serde_json::Value::from("--home"),
+                    serde_json::Value::from(env.home().to_str().unwrap()),
+                ];
+                args.extend(o["args"].as_array().unwrap().iter().cloned());
+                want["args"] = serde_json::Value::from(args);
+                want["command"] = serde_json::Value::from(holdcall.as_str());
+                assert_eq!(&s, &want, "{}: routed server {name}", p.fixture);
                 continue;
             }
             assert_eq!(s["command"], holdcall.as_str(), "{}: {name}", p.fixture);
@@ -321,9 +337,11 @@ fn write_routes_every_stdio_server_and_keeps_every_other_byte() {
                 .iter()
                 .map(|a| a.as_str().unwrap())
                 .collect();
-            assert_eq!(args[0], "serve");
-            assert_eq!(args[1], "--connector");
-            assert_eq!(args[3], "--client");
+            assert_eq!(args[0], "--home");
+            assert_eq!(args[1], env.home().to_str().unwrap());
+            assert_eq!(args[2], "serve");
+            assert_eq!(args[3], "--connector");
+            assert_eq!(args[5], "--client");
             let dash = args.iter().position(|a| *a == "--").unwrap();
             assert_eq!(args[dash + 1], ocmd, "{}: {name}", p.fixture);
             let oargs: Vec<&str> = o
@@ -363,7 +381,7 @@ fn each_client_gets_its_own_id_and_a_name_that_is_not_a_connector_name_is_saniti
             .map(|a| a.as_str().unwrap())
             .collect();
         if r["name"] != "routed-already" && r["name"] != "routed" {
-            assert_eq!(args[4], r["client"].as_str().unwrap(), "{r}");
+            assert_eq!(args[6], r["client"].as_str().unwrap(), "{r}");
         }
     }
 }
@@ -856,7 +874,13 @@ fn a_command_named_holdcall_that_is_not_this_binary_is_not_routed_and_init_write
     let fs = &v["mcpServers"]["fs"];
     assert_eq!(fs["command"], holdcall_path().as_str());
     // The original server command is kept once, not wrapped in a second `holdcall serve`.
-    assert_eq!(fs["args"], serde_json::json!(EVIL_ARGS));
+    // It also gets this shell's home, which a client's minimal environment would not give it.
+    let mut want = vec![
+        "--home".to_string(),
+        env.home().to_str().unwrap().to_string(),
+    ];
+    want.extend(EVIL_ARGS.iter().map(|a| a.to_string()));
+    assert_eq!(fs["args"], serde_json::json!(want));
     // Idempotent: a second write changes nothing and makes no backup.
     let n = backups(&env).len();
     let again = ok(&env, &["init", "--write"]);

@@ -57,6 +57,15 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
     }
     let places = Places::from_env()?;
     let holdcall = clientconfig::holdcall_command()?;
+    let home_dir = home
+        .dir()
+        .to_str()
+        .ok_or_else(|| ClientConfigError::HomeNotUtf8(home.dir().to_path_buf()))?
+        .to_string();
+    let target = clientconfig::Target {
+        home: &home_dir,
+        user_home: &places.home,
+    };
     let mut plans = Vec::new();
     let mut refused = Vec::new();
     let mut found = 0usize;
@@ -76,7 +85,7 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
             FileState::Read(l) => l,
         };
         found += 1;
-        let plan = match clientconfig::plan(&spec, &loaded, &holdcall) {
+        let plan = match clientconfig::plan(&spec, &loaded, &holdcall, target) {
             Ok(p) => p,
             Err(e) => {
                 writeln!(out, "{}", file_heading(&spec))?;
@@ -114,7 +123,7 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
                     }
                     let cmd = e.command.as_deref().unwrap_or("");
                     writeln!(out, "    - {}", show_command(cmd, &e.args))?;
-                    let mut args = clientconfig::serve_prefix(spec.client, &connector);
+                    let mut args = clientconfig::serve_prefix(spec.client, &connector, &home_dir);
                     args.push(cmd.to_string());
                     args.extend(e.args.iter().cloned());
                     writeln!(out, "    + {}", show_command(&holdcall, &args))?;
@@ -133,8 +142,34 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
                         other.reason()
                     )?;
                     let cmd = e.command.as_deref().unwrap_or("");
+                    let mut args = Vec::new();
+                    if e.home_arg.is_none() && e.lands_elsewhere(home.dir(), &places.home).is_some()
+                    {
+                        args.extend(["--home".to_string(), home_dir.clone()]);
+                    }
+                    args.extend(e.args.iter().cloned());
                     writeln!(out, "    - {}", show_command(cmd, &e.args))?;
-                    writeln!(out, "    + {}", show_command(&holdcall, &e.args))?;
+                    writeln!(out, "    + {}", show_command(&holdcall, &args))?;
+                }
+                EntryState::Routed
+                    if plan
+                        .as_ref()
+                        .is_some_and(|p| p.routed.contains(&(e.group.clone(), e.name.clone()))) =>
+                {
+                    let theirs = e
+                        .relay_home(&places.home)
+                        .map(|p| visible(&p.display().to_string()))
+                        .unwrap_or_else(|| "no home at all".into());
+                    writeln!(
+                        out,
+                        "  re-home {group} {name}: a client that starts it with a minimal environment would reach the home {theirs}; it gets --home {}",
+                        visible(&home_dir)
+                    )?;
+                    let cmd = e.command.as_deref().unwrap_or("");
+                    let mut args = vec!["--home".to_string(), home_dir.clone()];
+                    args.extend(e.args.iter().cloned());
+                    writeln!(out, "    - {}", show_command(cmd, &e.args))?;
+                    writeln!(out, "    + {}", show_command(&holdcall, &args))?;
                 }
                 EntryState::NotRouted | EntryState::OtherHoldcall(_) => writeln!(
                     out,
@@ -233,6 +268,9 @@ struct Row {
     file: String,
     name: String,
     connector: String,
+    /// For a routed entry without `--connector`: what its relay derives the name from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    connector_derived_from: Option<String>,
     transport: String,
     state: &'static str,
     routed: bool,
@@ -273,6 +311,7 @@ pub fn inventory(json: bool) -> Result<i32, CliError> {
                         file: spec.path.display().to_string(),
                         name: e.name.clone(),
                         connector: e.connector.clone(),
+                        connector_derived_from: e.connector_from.clone(),
                         transport: e.transport.clone(),
                         state: e.state.label(),
                         routed: e.state == EntryState::Routed,
@@ -350,6 +389,14 @@ pub fn inventory(json: bool) -> Result<i32, CliError> {
         )?;
         if let Some(why) = &r.not_routed_because {
             writeln!(out, "{:<14}  not routed: {why}", "")?;
+        }
+        if let Some(from) = &r.connector_derived_from {
+            writeln!(
+                out,
+                "{:<14}  connector {} (no --connector: derived from {from})",
+                "",
+                visible(&r.connector)
+            )?;
         }
     }
     for u in &unreadable {

@@ -286,47 +286,198 @@ pub fn exact_version(v: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+'))
 }
 
-/// The pinned judgement of a command and its arguments (the upstream ones, for a routed entry).
-pub fn pin(command: &str, args: &[String]) -> Pin {
+/// What a server command launches, as holdcall reads it: one reading shared by the pinned
+/// judgement (`pin`) and the connector name a `serve` without `--connector` derives
+/// (`server_name`).
+enum Launcher<'a> {
+    /// An npm package runner, with the arguments after its own words and its known flags.
+    Npm(&'a [String], &'static [&'static str]),
+    /// A Python package runner (uvx, `uv tool run`, `pipx run`), with the arguments after its
+    /// own words.
+    Uv(&'a [String]),
+    Docker(&'a [String]),
+    /// An interpreter (its base name) and its arguments.
+    Script(&'a str, &'a [String]),
+    /// Anything else: the command itself.
+    Binary,
+}
+
+fn launcher<'a>(command: &'a str, args: &'a [String]) -> Launcher<'a> {
+    let first = args.first().map(String::as_str);
     match base(command) {
-        "npx" | "bunx" => npm_pin(
+        "npx" | "bunx" => Launcher::Npm(
             args,
             &["-y", "--yes", "-q", "--quiet", "--no-install", "--no"],
         ),
-        "pnpm" | "yarn" if args.first().map(String::as_str) == Some("dlx") => {
-            npm_pin(args.get(1..).unwrap_or(&[]), &["-q", "--quiet", "--silent"])
+        "pnpm" | "yarn" if first == Some("dlx") => {
+            Launcher::Npm(args.get(1..).unwrap_or(&[]), &["-q", "--quiet", "--silent"])
         }
-        "uvx" => uv_pin(args),
-        "uv" if args.first().map(String::as_str) == Some("tool")
-            && args.get(1).map(String::as_str) == Some("run") =>
-        {
-            uv_pin(args.get(2..).unwrap_or(&[]))
+        "uvx" => Launcher::Uv(args),
+        "uv" if first == Some("tool") && args.get(1).map(String::as_str) == Some("run") => {
+            Launcher::Uv(args.get(2..).unwrap_or(&[]))
         }
-        "pipx" if args.first().map(String::as_str) == Some("run") => {
-            uv_pin(args.get(1..).unwrap_or(&[]))
-        }
-        "docker" | "podman" => docker_pin(args),
+        "pipx" if first == Some("run") => Launcher::Uv(args.get(1..).unwrap_or(&[])),
+        "docker" | "podman" => Launcher::Docker(args),
         "node" | "python" | "python3" | "deno" | "bun" | "ruby" | "java" => {
-            match args.iter().find(|a| !a.starts_with('-')) {
-                Some(script) if script.starts_with('/') => {
-                    Pin::Pinned(format!("local script {script}"))
-                }
-                _ => Pin::Unknown(format!("{} with no absolute script path", base(command))),
-            }
+            Launcher::Script(base(command), args)
         }
-        _ if command.starts_with('/') => Pin::Pinned(format!("local binary {command}")),
-        other => Pin::Unknown(format!("{other} is not a launcher holdcall reads")),
+        _ => Launcher::Binary,
+    }
+}
+
+/// The pinned judgement of a command and its arguments (the upstream ones, for a routed entry).
+pub fn pin(command: &str, args: &[String]) -> Pin {
+    match launcher(command, args) {
+        Launcher::Npm(args, flags) => npm_pin(args, flags),
+        Launcher::Uv(args) => uv_pin(args),
+        Launcher::Docker(args) => docker_pin(args),
+        Launcher::Script(interpreter, args) => match args.iter().find(|a| !a.starts_with('-')) {
+            Some(script) if script.starts_with('/') => {
+                Pin::Pinned(format!("local script {script}"))
+            }
+            _ => Pin::Unknown(format!("{interpreter} with no absolute script path")),
+        },
+        Launcher::Binary if command.starts_with('/') => {
+            Pin::Pinned(format!("local binary {command}"))
+        }
+        Launcher::Binary => Pin::Unknown(format!(
+            "{} is not a launcher holdcall reads",
+            base(command)
+        )),
+    }
+}
+
+/// Script names that say nothing about the server (`…/my-server/dist/index.js`): the name is
+/// taken from the directories above them instead.
+const GENERIC_SCRIPTS: &[&str] = &["index", "main", "server", "cli", "__main__", "app", "run"];
+/// Directories that say nothing about the server either (`dist`, `build`, `bin` …).
+const GENERIC_DIRS: &[&str] = &[
+    "dist", "build", "bin", "lib", "src", "out", "target", "release",
+];
+
+/// The name a server command suggests, and what it was read from, in words: the package an npm
+/// or Python runner runs (without scope, version or extras), the image `docker run` runs, the
+/// module of `python -m`, a script's name (or its project directory's, for `index.js` and
+/// the like), else the command's own base name. Not yet a valid connector name: see
+/// `clientconfig::derived_connector`.
+pub fn server_name(command: &str, args: &[String]) -> (String, String) {
+    let fallback = || {
+        (
+            base(command).to_string(),
+            format!("the command {}", crate::approval::visible(base(command))),
+        )
+    };
+    match launcher(command, args) {
+        Launcher::Npm(args, flags) => match npm_package(args, flags) {
+            Ok(spec) => {
+                let (name, _) = npm_name_version(spec);
+                let short = name.rsplit('/').next().unwrap_or(&name).to_string();
+                (
+                    short,
+                    format!("the npm package {}", crate::approval::visible(spec)),
+                )
+            }
+            Err(_) => fallback(),
+        },
+        Launcher::Uv(args) => match uv_package(args) {
+            Ok(spec) => {
+                let name = spec
+                    .split(['=', '<', '>', '~', '!', '@', '[', ';', ' '])
+                    .next()
+                    .unwrap_or(spec);
+                (
+                    name.to_string(),
+                    format!("the Python package {}", crate::approval::visible(spec)),
+                )
+            }
+            Err(_) => fallback(),
+        },
+        Launcher::Docker(args) => match docker_image(args) {
+            Ok(image) => {
+                let no_digest = image.split('@').next().unwrap_or(image);
+                let last = no_digest.rsplit('/').next().unwrap_or(no_digest);
+                let name = last.split(':').next().unwrap_or(last);
+                (
+                    name.to_string(),
+                    format!("the image {}", crate::approval::visible(image)),
+                )
+            }
+            Err(_) => fallback(),
+        },
+        Launcher::Script(interpreter, args) => {
+            if interpreter.starts_with("python")
+                && let Some(at) = args.iter().position(|a| a == "-m")
+                && let Some(module) = args.get(at + 1)
+            {
+                return (
+                    module.clone(),
+                    format!("the Python module {}", crate::approval::visible(module)),
+                );
+            }
+            let Some(script) = args.iter().find(|a| !a.starts_with('-')) else {
+                return fallback();
+            };
+            let path = std::path::Path::new(script);
+            let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+            let mut name = stem;
+            if GENERIC_SCRIPTS.contains(&stem) {
+                for dir in path.ancestors().skip(1) {
+                    match dir.file_name().and_then(|d| d.to_str()) {
+                        Some(d) if GENERIC_DIRS.contains(&d) => continue,
+                        Some(d) => {
+                            name = d;
+                            break;
+                        }
+                        None => break,
+                    }
+                }
+            }
+            (
+                name.to_string(),
+                format!("the script {}", crate::approval::visible(script)),
+            )
+        }
+        Launcher::Binary => fallback(),
+    }
+}
+
+/// `@scope/name@version` or `name@version`: the name and the version, if any.
+fn npm_name_version(spec: &str) -> (String, Option<&str>) {
+    match spec.strip_prefix('@') {
+        Some(rest) => match rest.split_once('@') {
+            Some((n, v)) => (format!("@{n}"), Some(v)),
+            None => (spec.to_string(), None),
+        },
+        None => match spec.split_once('@') {
+            Some((n, v)) => (n.to_string(), Some(v)),
+            None => (spec.to_string(), None),
+        },
     }
 }
 
 fn npm_pin(args: &[String], flags: &[&str]) -> Pin {
+    let spec = match npm_package(args, flags) {
+        Ok(s) => s,
+        Err(p) => return p,
+    };
+    let (name, version) = npm_name_version(spec);
+    match version {
+        Some(v) if exact_version(v) => Pin::Pinned(format!("{name}@{v}")),
+        Some(v) => Pin::Unpinned(format!("{name}@{v} is a tag or range")),
+        None => Pin::Unpinned(format!("{name} without a version")),
+    }
+}
+
+/// The package an npm runner runs (its `--package`, else its first word), or why it cannot be
+/// told.
+fn npm_package<'a>(args: &'a [String], flags: &[&str]) -> Result<&'a str, Pin> {
     let mut it = args.iter();
     let mut package: Option<&str> = None;
     while let Some(a) = it.next() {
         if a == "-p" || a == "--package" {
             match it.next() {
                 Some(p) => package = Some(p),
-                None => return Pin::Unknown("--package without a value".into()),
+                None => return Err(Pin::Unknown("--package without a value".into())),
             }
             continue;
         }
@@ -341,35 +492,45 @@ fn npm_pin(args: &[String], flags: &[&str]) -> Pin {
             if flags.contains(&a.as_str()) {
                 continue;
             }
-            return Pin::Unknown(format!("unknown option {a}"));
+            return Err(Pin::Unknown(format!("unknown option {a}")));
         }
         if package.is_none() {
             package = Some(a);
         }
         break;
     }
-    let Some(spec) = package else {
-        return Pin::Unknown("no package named".into());
-    };
-    // `@scope/name@version` or `name@version`.
-    let (name, version) = match spec.strip_prefix('@') {
-        Some(rest) => match rest.split_once('@') {
-            Some((n, v)) => (format!("@{n}"), Some(v)),
-            None => (spec.to_string(), None),
-        },
-        None => match spec.split_once('@') {
-            Some((n, v)) => (n.to_string(), Some(v)),
-            None => (spec.to_string(), None),
-        },
-    };
-    match version {
-        Some(v) if exact_version(v) => Pin::Pinned(format!("{name}@{v}")),
-        Some(v) => Pin::Unpinned(format!("{name}@{v} is a tag or range")),
-        None => Pin::Unpinned(format!("{name} without a version")),
-    }
+    package.ok_or_else(|| Pin::Unknown("no package named".into()))
 }
 
 fn uv_pin(args: &[String]) -> Pin {
+    let spec = match uv_package(args) {
+        Ok(s) => s,
+        Err(p) => return p,
+    };
+    if let Some((name, v)) = spec.split_once("==") {
+        if exact_version(v)
+            || v.split('.')
+                .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+        {
+            return Pin::Pinned(format!("{name}=={v}"));
+        }
+        return Pin::Unknown(format!("{spec} is not a plain version"));
+    }
+    if let Some((name, v)) = spec.split_once('@') {
+        if exact_version(v) {
+            return Pin::Pinned(format!("{name}@{v}"));
+        }
+        return Pin::Unpinned(format!("{spec} is a tag"));
+    }
+    if spec.contains(['>', '<', '~', '!', '=', '*']) {
+        return Pin::Unpinned(format!("{spec} is a range"));
+    }
+    Pin::Unpinned(format!("{spec} without a version"))
+}
+
+/// The package a Python runner runs (its `--from`, else its first word), or why it cannot be
+/// told.
+fn uv_package(args: &[String]) -> Result<&str, Pin> {
     const VALUE: &[&str] = &[
         "--with",
         "--python",
@@ -395,7 +556,7 @@ fn uv_pin(args: &[String]) -> Pin {
         if a == "--from" {
             match it.next() {
                 Some(p) => package = Some(p),
-                None => return Pin::Unknown("--from without a value".into()),
+                None => return Err(Pin::Unknown("--from without a value".into())),
             }
             continue;
         }
@@ -412,40 +573,34 @@ fn uv_pin(args: &[String]) -> Pin {
             {
                 continue;
             }
-            return Pin::Unknown(format!("unknown option {a}"));
+            return Err(Pin::Unknown(format!("unknown option {a}")));
         }
         if package.is_none() {
             package = Some(a);
         }
         break;
     }
-    let Some(spec) = package else {
-        return Pin::Unknown("no package named".into());
-    };
-    if let Some((name, v)) = spec.split_once("==") {
-        if exact_version(v)
-            || v.split('.')
-                .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
-        {
-            return Pin::Pinned(format!("{name}=={v}"));
-        }
-        return Pin::Unknown(format!("{spec} is not a plain version"));
-    }
-    if let Some((name, v)) = spec.split_once('@') {
-        if exact_version(v) {
-            return Pin::Pinned(format!("{name}@{v}"));
-        }
-        return Pin::Unpinned(format!("{spec} is a tag"));
-    }
-    if spec.contains(['>', '<', '~', '!', '=', '*']) {
-        return Pin::Unpinned(format!("{spec} is a range"));
-    }
-    Pin::Unpinned(format!("{spec} without a version"))
+    package.ok_or_else(|| Pin::Unknown("no package named".into()))
 }
 
 fn docker_pin(args: &[String]) -> Pin {
+    let a = match docker_image(args) {
+        Ok(a) => a,
+        Err(p) => return p,
+    };
+    match a.split_once("@sha256:") {
+        Some((_, d)) if d.len() == 64 && d.chars().all(|c| c.is_ascii_hexdigit()) => {
+            Pin::Pinned(a.to_string())
+        }
+        Some(_) => Pin::Unknown(format!("{a} has a malformed digest")),
+        None => Pin::Unpinned(format!("{a} by tag, not digest")),
+    }
+}
+
+/// The image `docker run` runs, or why it cannot be told.
+fn docker_image(args: &[String]) -> Result<&str, Pin> {
     if args.first().map(String::as_str) != Some("run") {
-        return Pin::Unknown("not `docker run`".into());
+        return Err(Pin::Unknown("not `docker run`".into()));
     }
     const VALUE: &[&str] = &[
         "-e",
@@ -514,17 +669,11 @@ fn docker_pin(args: &[String]) -> Pin {
                 // `-eKEY=v` style: a short option with its value attached.
                 continue;
             }
-            return Pin::Unknown(format!("unknown option {a}"));
+            return Err(Pin::Unknown(format!("unknown option {a}")));
         }
-        return match a.split_once("@sha256:") {
-            Some((_, d)) if d.len() == 64 && d.chars().all(|c| c.is_ascii_hexdigit()) => {
-                Pin::Pinned(a.to_string())
-            }
-            Some(_) => Pin::Unknown(format!("{a} has a malformed digest")),
-            None => Pin::Unpinned(format!("{a} by tag, not digest")),
-        };
+        return Ok(a);
     }
-    Pin::Unknown("no image named".into())
+    Err(Pin::Unknown("no image named".into()))
 }
 
 /// Arguments shown on one line: redacted, printable, quoted when they hold spaces.

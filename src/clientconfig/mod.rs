@@ -34,6 +34,14 @@ pub enum ClientConfigError {
         help("run holdcall by its full path, from a directory that still exists")
     )]
     Exe(String),
+    #[error("the holdcall home {0} is not UTF-8, so it cannot be written into a client's config")]
+    #[diagnostic(
+        code(holdcall::clientconfig::home_not_utf8),
+        help(
+            "choose a home whose path is UTF-8 (`--home DIR` or HOLDCALL_HOME) and run the command again"
+        )
+    )]
+    HomeNotUtf8(PathBuf),
     #[error("{path}: {reason}")]
     #[diagnostic(
         code(holdcall::clientconfig::refused),
@@ -456,13 +464,21 @@ pub struct Entry {
     /// The connector name it runs under: the one in its `holdcall serve` arguments when routed,
     /// else the one `init` would give it (its name, or a sanitised form; see `connector_name`).
     pub connector: String,
+    /// For a routed entry without `--connector`: what its connector name was derived from, in
+    /// words (`holdcall serve` derives it the same way; see `derived_connector`).
+    pub connector_from: Option<String>,
     pub state: EntryState,
     /// `stdio`, `http`, `sse`, or `unknown`.
     pub transport: String,
     pub command: Option<String>,
     pub args: Vec<String>,
-    /// Names only: values are never kept.
+    /// Names only: values are never kept (but see `home_env`).
     pub env_names: Vec<String>,
+    /// The `--home` its `holdcall … serve` arguments give, when routed.
+    pub home_arg: Option<String>,
+    /// The values its own `env` block gives the variables that choose a holdcall home
+    /// ([`HOME_VARS`]): paths, kept only to tell which home its relay would use.
+    pub home_env: Vec<(String, String)>,
     pub url: Option<String>,
     site: Option<EditSite>,
 }
@@ -685,11 +701,14 @@ fn json_entry(
         scope,
         name: name.to_string(),
         connector: String::new(),
+        connector_from: None,
         state: EntryState::NotRouted,
         transport: "stdio".into(),
         command: None,
         args: Vec::new(),
         env_names: Vec::new(),
+        home_arg: None,
+        home_env: Vec::new(),
         url: None,
         site: None,
     };
@@ -700,6 +719,11 @@ fn json_entry(
     }
     if let Some(env) = v.get("env").and_then(json::Node::members) {
         e.env_names = env.iter().map(|m| m.key.clone()).collect();
+        e.home_env = env
+            .iter()
+            .filter(|m| HOME_VARS.contains(&m.key.as_str()))
+            .filter_map(|m| m.value.as_str().map(|v| (m.key.clone(), v.to_string())))
+            .collect();
     }
     let declared = v
         .get("type")
@@ -775,8 +799,8 @@ fn json_entry(
 fn classify_stdio(e: &mut Entry, judge: &Judge) {
     let command = e.command.as_deref().unwrap_or("");
     let is_this = judge.check(command);
-    let serve = e.args.first().map(String::as_str) == Some("serve");
-    if serve && (is_this.is_ok() || is_holdcall(command)) {
+    let serve = serve_args(&e.args);
+    if let Some(serve) = serve.filter(|_| is_this.is_ok() || is_holdcall(command)) {
         e.state = match is_this {
             Ok(()) => EntryState::Routed,
             Err(resolved) => EntryState::OtherHoldcall(OtherHoldcall {
@@ -784,17 +808,119 @@ fn classify_stdio(e: &mut Entry, judge: &Judge) {
                 resolved,
             }),
         };
-        e.connector = e
-            .args
-            .iter()
-            .take_while(|a| *a != "--")
-            .skip_while(|a| *a != "--connector")
-            .nth(1)
-            .cloned()
-            .unwrap_or_default();
+        e.home_arg = serve.home;
+        match serve.connector {
+            Some(c) => e.connector = c,
+            None => {
+                // `serve` without --connector: the relay derives the name from its server
+                // command, and so does this.
+                if let Some((cmd, args)) = e.upstream() {
+                    let (c, from) = derived_connector(&cmd, &args);
+                    e.connector = c;
+                    e.connector_from = Some(from);
+                }
+            }
+        }
     } else {
         e.state = EntryState::NotRouted;
         e.connector = connector_name(&e.name);
+    }
+}
+
+/// What `holdcall` arguments of the shape `[--home DIR] serve [OPTIONS…] [-- CMD…]` say.
+struct ServeArgs {
+    home: Option<String>,
+    connector: Option<String>,
+}
+
+/// The `serve` arguments of a holdcall command line, or None when it is not `serve`. `--home`
+/// is global, so it may come before or after `serve`; options end at `--`.
+fn serve_args(args: &[String]) -> Option<ServeArgs> {
+    let mut out = ServeArgs {
+        home: None,
+        connector: None,
+    };
+    let mut it = args.iter();
+    let mut serve = false;
+    while let Some(a) = it.next() {
+        if a == "--" {
+            break;
+        }
+        if a == "serve" && !serve {
+            serve = true;
+            continue;
+        }
+        let mut value = |flag: &str| -> Option<Option<String>> {
+            if a == flag {
+                Some(it.next().cloned())
+            } else {
+                a.strip_prefix(flag)
+                    .and_then(|v| v.strip_prefix('='))
+                    .map(|v| Some(v.to_string()))
+            }
+        };
+        if let Some(v) = value("--home") {
+            out.home = v;
+        } else if !serve {
+            // Only --home may come before `serve`.
+            return None;
+        } else if let Some(v) = value("--connector") {
+            out.connector = v;
+        }
+    }
+    serve.then_some(out)
+}
+
+/// The variables that choose a holdcall home when `--home` is not given (see
+/// `config::Home::resolve`).
+pub const HOME_VARS: [&str; 3] = ["HOLDCALL_HOME", "XDG_DATA_HOME", "HOME"];
+
+impl Entry {
+    /// The home this entry's relay would use if its client started it with the MCP SDKs'
+    /// minimal environment (only HOME, LOGNAME, PATH, SHELL, TERM and USER, the client's own,
+    /// here `user_home`): its `--home` if it has one, else what its own `env` block and HOME
+    /// name. None when no home can be told (no HOME at all).
+    pub fn relay_home(&self, user_home: &Path) -> Option<PathBuf> {
+        if let Some(h) = &self.home_arg {
+            return Some(
+                crate::config::Home::at(PathBuf::from(h))
+                    .dir()
+                    .to_path_buf(),
+            );
+        }
+        let var = |name: &str| -> Option<OsString> {
+            match self.home_env.iter().find(|(k, _)| k == name) {
+                Some((_, v)) => Some(OsString::from(v)),
+                None if name == "HOME" => Some(user_home.as_os_str().to_os_string()),
+                None => None,
+            }
+        };
+        crate::config::Home::resolve(var)
+            .ok()
+            .map(|h| h.dir().to_path_buf())
+    }
+
+    /// The other home this routed entry's relay would land on under a minimal environment
+    /// (see `relay_home`), or None when it lands on `home`.
+    pub fn lands_elsewhere(&self, home: &Path, user_home: &Path) -> Option<PathBuf> {
+        let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        match self.relay_home(user_home) {
+            Some(theirs) if real(&theirs) == real(home) => None,
+            Some(theirs) => Some(theirs),
+            None => Some(PathBuf::from("(no home: HOME is not set)")),
+        }
+    }
+
+    /// An entry `init` re-routes to `home`: routed (through this holdcall or another) without a
+    /// `--home`, whose relay would land on another home.
+    fn needs_home(&self, target: &Target) -> bool {
+        matches!(
+            self.state,
+            EntryState::Routed | EntryState::OtherHoldcall(_)
+        ) && self.home_arg.is_none()
+            && self
+                .lands_elsewhere(Path::new(target.home), target.user_home)
+                .is_some()
     }
 }
 
@@ -827,6 +953,19 @@ pub fn connector_name(name: &str) -> String {
     }
     let digest = crate::frame::sha256_hex(name.as_bytes());
     format!("server-{}", digest.get(..8).unwrap_or(&digest))
+}
+
+/// The connector name `holdcall serve` without `--connector` runs a server command under, and
+/// what it was derived from in words: the name `inspect::server_name` reads from the command,
+/// made valid by `connector_name`.
+pub fn derived_connector(command: &str, args: &[String]) -> (String, String) {
+    let (raw, from) = inspect::server_name(command, args);
+    let name = if raw.is_empty() {
+        connector_name(command)
+    } else {
+        connector_name(&raw)
+    };
+    (name, from)
 }
 
 /// A command named holdcall (any path): if its arguments are `serve …`, it claims to route.
@@ -897,17 +1036,25 @@ fn toml_entries(text: &str, judge: &Judge) -> Result<Vec<Entry>, String> {
             group: vec!["mcp_servers".into()],
             scope: "user".into(),
             connector: String::new(),
+            connector_from: None,
             name,
             state: EntryState::NotRouted,
             transport: "stdio".into(),
             command: None,
             args: Vec::new(),
             env_names: Vec::new(),
+            home_arg: None,
+            home_env: Vec::new(),
             url: None,
             site: None,
         };
         if let Some(toml::Value::Table(env)) = &s.env {
             e.env_names = env.keys().cloned().collect();
+            e.home_env = env
+                .iter()
+                .filter(|(k, _)| HOME_VARS.contains(&k.as_str()))
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                .collect();
         }
         if let Some(url) = &s.url {
             e.state = EntryState::Remote;
@@ -975,9 +1122,12 @@ fn key_start_on_line(text: &str, pos: usize) -> usize {
 // The rewrite
 // ---------------------------------------------------------------------------------------------
 
-/// The arguments a routed entry gets before the original command.
-pub fn serve_prefix(client: ClientId, connector: &str) -> Vec<String> {
+/// The arguments a routed entry gets before the original command: the absolute `home` first,
+/// so the relay uses the home `init` ran with whatever environment its client gives it.
+pub fn serve_prefix(client: ClientId, connector: &str, home: &str) -> Vec<String> {
     vec![
+        "--home".into(),
+        home.into(),
         "serve".into(),
         "--connector".into(),
         connector.into(),
@@ -1030,13 +1180,40 @@ fn toml_string(s: &str) -> String {
     out
 }
 
-/// Plans the rewrite of every unrouted stdio entry with a valid name, and of every entry routed
-/// through another holdcall (its command becomes `holdcall`, its arguments stay). `None`:
-/// nothing to change.
+/// The home routed entries must reach, and the user's HOME their client passes on.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    /// The absolute home `init` runs with (its `--home`, `HOLDCALL_HOME` or data directory).
+    pub home: &'a str,
+    pub user_home: &'a Path,
+}
+
+/// Elements inserted at the front of an existing args array (`open` just past its `[`, `first`
+/// where its first element starts): on lines of their own when the array has one element per
+/// line.
+fn front_insertion(
+    text: &str,
+    open: usize,
+    first: Option<usize>,
+    items: &[String],
+) -> (Range<usize>, String) {
+    let ws = first.and_then(|f| text.get(open..f)).unwrap_or("");
+    match first {
+        Some(_) if ws.contains('\n') => (open..open, insert_multiline(items, ws)),
+        Some(f) => (f..f, format!("{}, ", items.join(", "))),
+        None => (open..open, items.join(", ")),
+    }
+}
+
+/// Plans the rewrite of every unrouted stdio entry with a valid name, of every entry routed
+/// through another holdcall (its command becomes `holdcall`, its arguments stay), and of every
+/// routed entry without `--home` whose relay would land on another home (it gets `--home`).
+/// `None`: nothing to change.
 pub fn plan(
     spec: &FileSpec,
     loaded: &Loaded,
     holdcall: &str,
+    target: Target,
 ) -> Result<Option<Plan>, ClientConfigError> {
     let text = &loaded.text;
     let quote = |s: &str| match spec.format {
@@ -1047,13 +1224,22 @@ pub fn plan(
     let mut routed = Vec::new();
     let connectors = connectors_for(loaded);
     let mut planned: Vec<(Vec<String>, String, String)> = Vec::new();
+    let home_items = [quote("--home"), quote(target.home)];
     for e in &loaded.entries {
-        if let EntryState::OtherHoldcall(_) = e.state {
+        let rehome = e.needs_home(&target);
+        if matches!(e.state, EntryState::OtherHoldcall(_)) || rehome {
             // Routed through another holdcall: point the command at this binary and keep the
-            // arguments (`serve … -- <server>`), so the server is wrapped once, not twice.
+            // arguments (`serve … -- <server>`), so the server is wrapped once, not twice. A
+            // relay that would land on another home gets `--home` in front of them.
             let Some(site) = &e.site else { continue };
             if text.get(site.command.clone()).unwrap_or("").contains('\n') {
                 continue;
+            }
+            if rehome {
+                let Some((open, first)) = site.args else {
+                    continue;
+                };
+                edits.push(front_insertion(text, open, first, &home_items));
             }
             edits.push((site.command.clone(), quote(holdcall)));
             routed.push((e.group.clone(), e.name.clone()));
@@ -1074,22 +1260,15 @@ pub fn plan(
             // A multi-line string as a command: not a layout worth guessing about.
             continue;
         }
-        let mut new_items: Vec<String> = serve_prefix(spec.client, &connector)
+        let mut new_items: Vec<String> = serve_prefix(spec.client, &connector, target.home)
             .iter()
             .map(|a| quote(a))
             .collect();
         new_items.push(raw_command.to_string());
         let args_edit = match site.args {
-            Some((open, first)) => {
-                let ws = first.and_then(|f| text.get(open..f)).unwrap_or("");
-                match first {
-                    // One element per line: the new ones get lines of their own, with the
-                    // first original element's indentation, right after '['.
-                    Some(_) if ws.contains('\n') => (open..open, insert_multiline(&new_items, ws)),
-                    Some(f) => (f..f, format!("{}, ", new_items.join(", "))),
-                    None => (open..open, new_items.join(", ")),
-                }
-            }
+            // One element per line: the new ones get lines of their own, with the first
+            // original element's indentation, right after '['.
+            Some((open, first)) => front_insertion(text, open, first, &new_items),
             None => {
                 let items = new_items.join(", ");
                 let line_start = text
@@ -1127,7 +1306,7 @@ pub fn plan(
         return Ok(None);
     }
     let after = apply_edits(text, edits);
-    check_edit(spec, loaded, &after, holdcall, &planned)?;
+    check_edit(spec, loaded, &after, holdcall, target, &planned)?;
     Ok(Some(Plan {
         before: text.clone(),
         after,
@@ -1238,6 +1417,7 @@ fn check_edit(
     loaded: &Loaded,
     after: &str,
     holdcall: &str,
+    target: Target,
     routed: &[(Vec<String>, String, String)],
 ) -> Result<(), ClientConfigError> {
     let fail = |why: String| ClientConfigError::EditCheck {
@@ -1249,10 +1429,15 @@ fn check_edit(
             .entries
             .iter()
             .find(|e| e.group == group && e.name == name);
+        if let Some(e) = e.filter(|e| e.needs_home(&target)) {
+            let mut v = vec!["--home".to_string(), target.home.to_string()];
+            v.extend(e.args.iter().cloned());
+            return v;
+        }
         if let Some(e) = e.filter(|e| matches!(e.state, EntryState::OtherHoldcall(_))) {
             return e.args.clone();
         }
-        let mut v = serve_prefix(spec.client, connector);
+        let mut v = serve_prefix(spec.client, connector, target.home);
         if let Some(e) = e {
             v.extend(e.command.clone());
             v.extend(e.args.iter().cloned());

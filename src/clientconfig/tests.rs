@@ -46,14 +46,27 @@ fn hc() -> Judge {
     Judge::Spelled(HC.into())
 }
 
+/// The user's HOME in the unit tests, and the home `init` runs with: the default one under it.
+const USER: &str = "/u";
+const HOME_DIR: &str = "/u/.local/share/holdcall";
+
 /// Plans and returns the rewritten text (None: nothing to change).
 fn rewrite(spec: &FileSpec, text: &str) -> Option<String> {
+    rewrite_for(spec, text, HOME_DIR)
+}
+
+/// The same, for an `init` that runs with the home `home`.
+fn rewrite_for(spec: &FileSpec, text: &str, home: &str) -> Option<String> {
     let entries = entries_judged(spec, text, &hc()).unwrap();
     let loaded = Loaded {
         text: text.to_string(),
         entries,
     };
-    plan(spec, &loaded, HC).unwrap().map(|p| p.after)
+    let target = Target {
+        home,
+        user_home: Path::new(USER),
+    };
+    plan(spec, &loaded, HC, target).unwrap().map(|p| p.after)
 }
 
 #[test]
@@ -122,7 +135,7 @@ fn a_missing_args_list_is_added_on_its_own_line_with_the_commands_indentation() 
     let text = "{\n  \"mcpServers\": {\n    \"x\": {\n      \"command\": \"srv\",\n      \"env\": {}\n    }\n  }\n}\n";
     let after = rewrite(&cursor(), text).unwrap();
     assert!(
-        after.contains("      \"command\": \"/opt/hc/holdcall\",\n      \"args\": [\"serve\", \"--connector\", \"x\", \"--client\", \"cursor\", \"--\", \"srv\"],\n      \"env\": {}"),
+        after.contains("      \"command\": \"/opt/hc/holdcall\",\n      \"args\": [\"--home\", \"/u/.local/share/holdcall\", \"serve\", \"--connector\", \"x\", \"--client\", \"cursor\", \"--\", \"srv\"],\n      \"env\": {}"),
         "{after}"
     );
 }
@@ -133,7 +146,7 @@ fn an_empty_args_list_gets_the_serve_prefix_and_the_command() {
     let after = rewrite(&cursor(), text).unwrap();
     assert!(
         after
-            .contains(r#""args":["serve", "--connector", "x", "--client", "cursor", "--", "srv"]"#),
+            .contains(r#""args":["--home", "/u/.local/share/holdcall", "serve", "--connector", "x", "--client", "cursor", "--", "srv"]"#),
         "{after}"
     );
 }
@@ -237,10 +250,10 @@ fn invalid_connector_names_are_sanitised_and_kept_unique() {
 fn codex_tables_keep_comments_and_gain_args_where_they_had_none() {
     let text = "# top\n[mcp_servers.a] # c\ncommand = 'npx' # runner\nargs = [\n  \"-y\", # yes\n  \"pkg\",\n]\n\n[mcp_servers.b]\ncommand = \"/bin/srv\"\nenv = { K = \"v\" }\n\n[mcp_servers]\nc = { command = \"uvx\" }\n\n[other]\nd.command = \"not a server\"\n";
     let after = rewrite(&codex(), text).unwrap();
-    assert!(after.starts_with("# top\n[mcp_servers.a] # c\ncommand = \"/opt/hc/holdcall\" # runner\nargs = [\n  \"serve\",\n"), "{after}");
+    assert!(after.starts_with("# top\n[mcp_servers.a] # c\ncommand = \"/opt/hc/holdcall\" # runner\nargs = [\n  \"--home\",\n  \"/u/.local/share/holdcall\",\n  \"serve\",\n"), "{after}");
     assert!(after.contains("  'npx',\n  \"-y\", # yes\n"), "{after}");
-    assert!(after.contains("command = \"/opt/hc/holdcall\"\nargs = [\"serve\", \"--connector\", \"b\", \"--client\", \"codex\", \"--\", \"/bin/srv\"]\nenv = { K = \"v\" }"), "{after}");
-    assert!(after.contains("c = { command = \"/opt/hc/holdcall\", args = [\"serve\", \"--connector\", \"c\", \"--client\", \"codex\", \"--\", \"uvx\"] }"), "{after}");
+    assert!(after.contains("command = \"/opt/hc/holdcall\"\nargs = [\"--home\", \"/u/.local/share/holdcall\", \"serve\", \"--connector\", \"b\", \"--client\", \"codex\", \"--\", \"/bin/srv\"]\nenv = { K = \"v\" }"), "{after}");
+    assert!(after.contains("c = { command = \"/opt/hc/holdcall\", args = [\"--home\", \"/u/.local/share/holdcall\", \"serve\", \"--connector\", \"c\", \"--client\", \"codex\", \"--\", \"uvx\"] }"), "{after}");
     assert!(
         after.ends_with("[other]\nd.command = \"not a server\"\n"),
         "{after}"
@@ -252,7 +265,7 @@ fn codex_dotted_keys_get_a_dotted_args_key() {
     let text = "[mcp_servers]\nx.command = \"srv\"\nx.env = { A = \"1\" }\n";
     let after = rewrite(&codex(), text).unwrap();
     assert!(
-        after.contains("x.command = \"/opt/hc/holdcall\"\nx.args = [\"serve\","),
+        after.contains("x.command = \"/opt/hc/holdcall\"\nx.args = [\"--home\", \"/u/.local/share/holdcall\", \"serve\","),
         "{after}"
     );
 }
@@ -485,7 +498,7 @@ fn an_entry_routed_through_another_holdcall_gets_this_binary_and_keeps_its_args_
         after,
         text.replace("/tmp/x/evil/holdcall", HC).replace(
             "{\"command\": \"uvx\"}",
-            "{\"command\": \"/opt/hc/holdcall\", \"args\": [\"serve\", \"--connector\", \"plain\", \"--client\", \"cursor\", \"--\", \"uvx\"]}"
+            "{\"command\": \"/opt/hc/holdcall\", \"args\": [\"--home\", \"/u/.local/share/holdcall\", \"serve\", \"--connector\", \"plain\", \"--client\", \"cursor\", \"--\", \"uvx\"]}"
         )
     );
     let entries = entries_judged(&cursor(), &after, &hc()).unwrap();
@@ -534,5 +547,141 @@ fn a_short_secret_flag_masks_its_value_and_a_colon_separated_secret_is_masked() 
             "--header:X-Api-Key",
             "--port:8080",
         ]
+    );
+}
+
+#[test]
+fn a_routed_entry_without_home_whose_relay_would_land_elsewhere_gets_home_once() {
+    let text = "{\"mcpServers\": {\n  \"fs\": {\n    \"command\": \"/opt/hc/holdcall\",\n    \"args\": [\"serve\", \"--connector\", \"fs\", \"--\", \"npx\", \"x\"]\n  }\n}}";
+    // Under the default home it lands where init runs: nothing to change.
+    assert!(rewrite(&cursor(), text).is_none());
+    // A shell that uses another home (HOLDCALL_HOME or XDG_DATA_HOME): --home goes in front.
+    let after = rewrite_for(&cursor(), text, "/h/custom").unwrap();
+    assert_eq!(
+        after,
+        text.replace("[\"serve\"", "[\"--home\", \"/h/custom\", \"serve\"")
+    );
+    let entries = entries_judged(&cursor(), &after, &hc()).unwrap();
+    assert_eq!(entries[0].state, EntryState::Routed);
+    assert_eq!(entries[0].connector, "fs");
+    assert_eq!(entries[0].home_arg.as_deref(), Some("/h/custom"));
+    assert_eq!(
+        entries[0].relay_home(Path::new(USER)),
+        Some(PathBuf::from("/h/custom"))
+    );
+    // Idempotent, and an entry's own --home is never rewritten.
+    assert!(rewrite_for(&cursor(), &after, "/h/custom").is_none());
+    assert!(rewrite_for(&cursor(), &after, "/h/other").is_none());
+    // The same in Codex's TOML, one element per line.
+    let toml = "[mcp_servers.fs]\ncommand = \"/opt/hc/holdcall\"\nargs = [\n  \"serve\",\n  \"--connector\",\n  \"fs\",\n  \"--\",\n  \"x\",\n]\n";
+    let after = rewrite_for(&codex(), toml, "/h/custom").unwrap();
+    assert!(
+        after.contains("args = [\n  \"--home\",\n  \"/h/custom\",\n  \"serve\","),
+        "{after}"
+    );
+    assert!(rewrite_for(&codex(), &after, "/h/custom").is_none());
+}
+
+#[test]
+fn the_home_a_relay_would_use_follows_its_home_flag_then_its_own_env_then_home() {
+    let user = Path::new(USER);
+    let routed = |args: &str, env: &str| {
+        let text = format!(
+            r#"{{"mcpServers":{{"r":{{"command":"/opt/hc/holdcall","args":{args},"env":{env}}}}}}}"#
+        );
+        let e = entries_judged(&cursor(), &text, &hc()).unwrap().remove(0);
+        assert_eq!(e.state, EntryState::Routed, "{text}");
+        e.relay_home(user).unwrap()
+    };
+    let plain = r#"["serve","--connector","r","--","a"]"#;
+    assert_eq!(routed(plain, "{}"), PathBuf::from(HOME_DIR));
+    assert_eq!(
+        routed(plain, r#"{"XDG_DATA_HOME":"/d"}"#),
+        PathBuf::from("/d/holdcall")
+    );
+    assert_eq!(
+        routed(plain, r#"{"XDG_DATA_HOME":"/d","HOLDCALL_HOME":"/hc"}"#),
+        PathBuf::from("/hc")
+    );
+    assert_eq!(
+        routed(
+            r#"["--home=/flag","serve","--connector","r","--","a"]"#,
+            r#"{"HOLDCALL_HOME":"/hc"}"#
+        ),
+        PathBuf::from("/flag")
+    );
+    assert_eq!(
+        routed(
+            r#"["serve","--home","/after","--connector","r","--","a"]"#,
+            "{}"
+        ),
+        PathBuf::from("/after")
+    );
+    // Only --home may come before `serve`: anything else is not a serve line.
+    let text = r#"{"mcpServers":{"r":{"command":"/opt/hc/holdcall","args":["--x","serve","--connector","r","--","a"]}}}"#;
+    let e = entries_judged(&cursor(), text, &hc()).unwrap().remove(0);
+    assert_eq!(e.state, EntryState::NotRouted);
+}
+
+#[test]
+fn a_connector_name_is_derived_from_the_package_module_script_or_binary_a_command_runs() {
+    let d = |cmd: &str, args: &[&str]| derived_connector(cmd, &s(args));
+    assert_eq!(
+        d("npx", &["-y", "@scope/server-foo@1.2"]),
+        (
+            "server-foo".into(),
+            "the npm package @scope/server-foo@1.2".into()
+        )
+    );
+    assert_eq!(d("bunx", &["mcp-thing"]).0, "mcp-thing");
+    assert_eq!(
+        d("uvx", &["mcp-server-git", "--repository", "/r"]),
+        (
+            "mcp-server-git".into(),
+            "the Python package mcp-server-git".into()
+        )
+    );
+    assert_eq!(d("uvx", &["--from", "pkg[cli]==1.2", "pkg-cmd"]).0, "pkg");
+    assert_eq!(d("uv", &["tool", "run", "srv@1.0.0"]).0, "srv");
+    assert_eq!(
+        d("node", &["/x/my-srv/dist/index.js"]),
+        ("my-srv".into(), "the script /x/my-srv/dist/index.js".into())
+    );
+    assert_eq!(d("node", &["/x/y/weather.mjs"]).0, "weather");
+    assert_eq!(
+        d("python3", &["-m", "mcp_server_time"]),
+        (
+            "mcp_server_time".into(),
+            "the Python module mcp_server_time".into()
+        )
+    );
+    assert_eq!(
+        d(
+            "docker",
+            &["run", "-i", "--rm", "ghcr.io/org/gh-mcp:1@sha256:ab"]
+        )
+        .0,
+        "gh-mcp"
+    );
+    assert_eq!(
+        d("/usr/local/bin/notes-server", &["--flag"]),
+        ("notes-server".into(), "the command notes-server".into())
+    );
+    // Always a valid connector name, even from a name that is not one.
+    let odd = d("/opt/日本語 srv", &[]).0;
+    crate::policy::validate_scope_name("connector", &odd).unwrap();
+    // An npx whose package cannot be told falls back to the command's name.
+    assert_eq!(d("npx", &["--weird"]).0, "npx");
+}
+
+#[test]
+fn a_routed_entry_without_connector_runs_under_the_name_its_relay_derives() {
+    let text = r#"{"mcpServers":{"r":{"command":"/opt/hc/holdcall","args":["serve","--","npx","-y","@scope/server-foo@1.2"]}}}"#;
+    let e = entries_judged(&cursor(), text, &hc()).unwrap().remove(0);
+    assert_eq!(e.state, EntryState::Routed);
+    assert_eq!(e.connector, "server-foo");
+    assert_eq!(
+        e.connector_from.as_deref(),
+        Some("the npm package @scope/server-foo@1.2")
     );
 }

@@ -1,0 +1,117 @@
+//! A daemon is trusted only for the home it serves: another home's real daemon (this build,
+//! this user) moved onto this home's socket path decides nothing here (issue 12, item 5).
+
+// Test code fails loudly: an unwrap or an index here is an assertion.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+use common::*;
+
+fn socket_of(env: &Env) -> std::path::PathBuf {
+    let v: serde_json::Value = serde_json::from_str(&env.ok(&["status", "--json"])).unwrap();
+    v["socket"].as_str().unwrap().into()
+}
+
+/// Stops a daemon this test started, by its pid, when the test ends, passing or not (its
+/// socket was moved away, so `daemon stop` of its own home cannot find it).
+struct TermOnDrop(i32);
+
+impl Drop for TermOnDrop {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.0),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+    }
+}
+
+/// Home A denies `delete_file`; home B allows everything. A's daemon is stopped and B's socket
+/// is renamed onto A's socket path, as a same-user process could.
+fn b_on_a_socket() -> (Env, Env, TermOnDrop) {
+    let a = Env::new();
+    let b = Env::new();
+    a.ok(&["policy", "deny", "delete_file"]);
+    a.ok(&["daemon", "stop"]);
+    b.ok(&["daemon", "start"]);
+    let guard = TermOnDrop(b.daemon_pid());
+    std::fs::rename(socket_of(&b), socket_of(&a)).unwrap();
+    (a, b, guard)
+}
+
+#[test]
+fn another_homes_daemon_moved_onto_this_homes_socket_decides_nothing() {
+    let (a, b, _guard) = b_on_a_socket();
+    let before = journal_rows(&b.db()).len();
+    let mut r = a.relay("demo");
+    r.handshake();
+    r.send(&call("1", "delete_file", r#"{"path":"/x"}"#));
+    let answer = r.recv_json();
+    assert!(is_refusal(&answer), "{answer}");
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("could not get a decision"), "{text}");
+    // The refusal says which home the daemon serves, and that this home has none running.
+    assert!(
+        text.contains(&b.home().display().to_string()),
+        "the refusal names the other home: {text}"
+    );
+    assert!(
+        text.contains("this home has no daemon of its own running"),
+        "{text}"
+    );
+    r.barrier(1);
+    assert!(
+        !r.recorded()
+            .iter()
+            .any(|l| l.windows(10).any(|w| w == b"tools/call")),
+        "the call reached the server"
+    );
+    let stderr = r.finish();
+    assert!(
+        stderr.contains("every tool call in this session will be refused"),
+        "{stderr}"
+    );
+    // Nothing of A's session was journaled in B.
+    assert_eq!(journal_rows(&b.db()).len(), before);
+}
+
+#[test]
+fn a_cli_command_refuses_another_homes_daemon_on_this_homes_socket() {
+    let (a, b, _guard) = b_on_a_socket();
+    let before = journal_rows(&b.db()).len();
+    let err = a.fails(&["policy", "deny", "add"], 1);
+    assert!(err.contains(&b.home().display().to_string()), "{err}");
+    assert!(err.contains("another home's daemon"), "{err}");
+    let out = a.run(&["daemon", "status"]);
+    let status = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{status}");
+    assert!(status.contains("ANOTHER HOME'S"), "{status}");
+    // doctor fails it, and `daemon stop` does not stop another home's daemon.
+    let out = a.run(&["doctor"]);
+    let doctor = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{doctor}");
+    assert!(doctor.contains("is not this home's daemon"), "{doctor}");
+    let err = a.fails(&["daemon", "stop"], 1);
+    assert!(err.contains("not stopping"), "{err}");
+    assert!(b.db().exists());
+    // B never heard of the rule.
+    assert_eq!(journal_rows(&b.db()).len(), before);
+}
+
+#[test]
+fn a_home_whose_own_daemon_is_on_its_socket_is_served() {
+    // The proof is read after the daemon answered: a first start (the daemon creates the
+    // database) is served at once.
+    let a = Env::new();
+    assert!(!a.db().exists());
+    let mut r = a.relay("demo");
+    r.handshake();
+    r.send(&call("1", "echo", r#"{"text":"a"}"#));
+    let answer = r.recv_json();
+    assert!(!is_refusal(&answer), "{answer}");
+    r.finish();
+}
