@@ -939,7 +939,7 @@ fn elsewhere_lines(
     let here = visible(&home.display().to_string());
     let routed = entries
         .iter()
-        .filter(|e| matches!(e.state, EntryState::Routed | EntryState::OtherHoldcall(_)));
+        .filter(|e| matches!(e.state, EntryState::Routed));
     let (mut implicit, mut explicit) = (Vec::new(), Vec::new());
     for e in routed {
         if let Some(theirs) = e.lands_elsewhere(home, user_home) {

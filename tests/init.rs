@@ -455,9 +455,13 @@ fn undo_restores_each_file_byte_for_byte_and_keeps_a_backup_of_what_it_replaced(
             .is_symlink()
     );
     assert_eq!(backups(&env).len(), 2 * placed.len());
-    // Undone files are not "dropped routing": doctor asks for init, not for a repair.
-    let doctor = ok(&env, &["doctor"]);
+    // Undone files are not "dropped routing": doctor asks for init, not for a repair. (It still
+    // fails: the fixtures' already-routed entries have no --home, so a client's minimal
+    // environment would send their relays to another home.)
+    let out = run(&env, &["doctor"]);
+    let doctor = String::from_utf8_lossy(&out.stdout);
     assert!(!doctor.contains("no longer routed"), "{doctor}");
+    assert!(doctor.contains("have no --home"), "{doctor}");
 }
 
 #[test]
