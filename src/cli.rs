@@ -1671,6 +1671,18 @@ async fn daemon_line(home: &Home) -> (String, i32) {
             Ok(Response::Status {
                 pid,
                 version,
+                cannot_decide: Some(why),
+                ..
+            }) => (
+                format!(
+                    "daemon   running (pid {pid}, version {version}) but CANNOT DECIDE: {}",
+                    visible(&why)
+                ),
+                1,
+            ),
+            Ok(Response::Status {
+                pid,
+                version,
                 sessions,
                 durability,
                 ..
@@ -1863,6 +1875,17 @@ fn verify_cmd(expect_head: Option<String>, json: bool) -> Result<i32, CliError> 
         if let Some(x) = &report.expect_head {
             eprintln!("  {x}");
         }
+        if !report.tables.is_empty() {
+            eprintln!(
+                "  the policies, budgets and agents tables do not match what the journal recorded:"
+            );
+            for t in &report.tables {
+                eprintln!("  table: {}", visible(t));
+            }
+            eprintln!(
+                "  the daemon refuses every call until they match; restore holdcall.db from a backup"
+            );
+        }
     } else {
         match report.state {
             ChainState::Empty => println!("journal OK: empty (nothing recorded yet)"),
@@ -1941,8 +1964,10 @@ fn status_cmd(json: bool) -> Result<i32, CliError> {
         println!("head     {h}");
     }
     println!("policy   {policies} rule(s)");
-    let unhealthy =
-        config.is_err() || journal_line.contains("UNREADABLE") || journal_line.contains("broken");
+    let unhealthy = config.is_err()
+        || journal_line.contains("UNREADABLE")
+        || journal_line.contains("broken")
+        || daemon.contains("CANNOT DECIDE");
     Ok(if unhealthy { 1 } else { 0 })
 }
 
