@@ -710,23 +710,28 @@ async fn serve_conn(state: Arc<State>, stream: UnixStream, conn: u64) {
         tracing::warn!("refused a connection: its socket could not be duplicated");
         return;
     };
-    let enrolled = current_agents(&state);
     let checked = tokio::time::timeout(
         limits::PEER_CHECK_TIMEOUT,
         tokio::task::spawn_blocking(move || {
             let verdict = peer::judge(&fd);
-            // Who is calling is the kernel's word: the executable of the relay's parent,
-            // matched against the enrolments now. Nothing a relay or client sends can name it;
-            // a failure is unenrolled.
-            let agent = match verdict {
-                peer::Verdict::Same { pid } => agents::derive(&fd, pid, &enrolled),
+            // Who is calling is the kernel's word: the executable of the relay's parent, read
+            // now and matched against the enrolments in force when its session starts. Nothing
+            // a relay or client sends can name it; a failure is unenrolled.
+            let image = match verdict {
+                peer::Verdict::Same { pid } => match agents::parent_image(&fd, pid) {
+                    Ok(image) => Some(image),
+                    Err(why) => {
+                        tracing::info!("relay pid {pid}: no agent derived ({why}); unenrolled");
+                        None
+                    }
+                },
                 _ => None,
             };
-            (verdict, agent)
+            (verdict, image)
         }),
     )
     .await;
-    let (verdict, agent) = match checked {
+    let (verdict, image) = match checked {
         Ok(Ok(v)) => v,
         Ok(Err(_)) | Err(_) => {
             tracing::warn!(
@@ -782,7 +787,7 @@ async fn serve_conn(state: Arc<State>, stream: UnixStream, conn: u64) {
                         message: "a connection either carries one relay's sessions or management requests, never both".into(),
                     })
                 } else {
-                    handle(&state, &ctx, &mut owned, agent.as_deref(), req).await
+                    handle(&state, &ctx, &mut owned, image.as_ref(), req).await
                 }
             }
         };
@@ -863,12 +868,12 @@ fn violation(message: impl Into<String>) -> Next {
     })
 }
 
-/// `agent` is what `agents::derive` found for this connection at accept (None: unenrolled).
+/// `image` is the executable of the relay's parent, read at accept (None: unenrolled).
 async fn handle(
     state: &Arc<State>,
     conn: &ConnCtx,
     owned: &mut HashSet<String>,
-    agent: Option<&str>,
+    image: Option<&agents::Identity>,
     req: Request,
 ) -> Next {
     let changes_what_is_in_force = matches!(
@@ -889,7 +894,7 @@ async fn handle(
             session_id,
             connector,
             client,
-        } => session_start(state, owned, session_id, connector, client, agent).await,
+        } => session_start(state, owned, session_id, connector, client, image).await,
         Request::CallRequest {
             session_id,
             seq,
@@ -1702,7 +1707,7 @@ async fn session_start(
     session_id: String,
     connector: String,
     client: Option<String>,
-    agent: Option<&str>,
+    image: Option<&agents::Identity>,
 ) -> Next {
     if !valid_session_id(&session_id) {
         return violation("a session id is 32 hexadecimal characters");
@@ -1719,11 +1724,9 @@ async fn session_start(
     // both pass the check.
     let reserved = match state.sessions.lock() {
         Ok(mut s) if !s.contains_key(&session_id) => {
-            // Bound once: a later enrolment change does not touch a started session.
-            s.insert(
-                session_id.clone(),
-                Session::new(connector.clone(), agent.map(str::to_string)),
-            );
+            // The agent is bound below, once, with the enrolments in force when the start is
+            // recorded; a later enrolment change does not touch a started session.
+            s.insert(session_id.clone(), Session::new(connector.clone(), None));
             true
         }
         _ => false,
@@ -1759,9 +1762,6 @@ async fn session_start(
         unreserve(state);
         return violation("that session id was used before; a session starts once");
     }
-    // Derived at accept from the relay's parent process (`agents::derive`), never from the
-    // request: `session.start` has no agent field, and unknown fields are ignored.
-    let agent = agent.map(str::to_string);
     // A registered connector's secret is read before the session is recorded: a relay that
     // cannot have it starts no server, and the journal says a session ran only if it did.
     let launch = match launch_for(state, &connector).await {
@@ -1781,20 +1781,42 @@ async fn session_start(
         })
         .to_string()
     });
-    let entry = state
-        .writer
-        .append(
-            Kind::SessionStart,
-            Fields {
-                session_id: Some(session_id.clone()),
-                connector: Some(connector),
-                client,
-                agent,
-                detail,
-                ..Fields::default()
-            },
-        )
-        .await;
+    let mut attempt: u32 = 0;
+    let entry = loop {
+        attempt += 1;
+        // The relay's parent image (read at accept from the kernel, never from the request:
+        // `session.start` has no agent field, and unknown fields are ignored), matched against
+        // the enrolments in force now, and recorded only while they still are.
+        let generation = state.generation.load(Ordering::Acquire);
+        let agent =
+            image.and_then(|i| agents::matching(i, &current_agents(state)).map(|e| e.name.clone()));
+        if let Ok(mut s) = state.sessions.lock()
+            && let Some(s) = s.get_mut(&session_id)
+        {
+            s.agent.clone_from(&agent);
+        }
+        let recorded = state
+            .writer
+            .append_decided(
+                Kind::SessionStart,
+                Fields {
+                    session_id: Some(session_id.clone()),
+                    connector: Some(connector.clone()),
+                    client: client.clone(),
+                    agent,
+                    detail: detail.clone(),
+                    ..Fields::default()
+                },
+                generation,
+            )
+            .await;
+        match recorded {
+            Err(AppendError::Stale) if attempt < limits::STALE_DECISION_ATTEMPTS_MAX => {
+                refresh(state, generation).await;
+            }
+            other => break other,
+        }
+    };
     if let Err(e) = entry {
         unreserve(state);
         return error(format!("the session could not be recorded: {e}"));
