@@ -68,6 +68,10 @@ pub enum DaemonError {
     WriterGone,
 }
 
+/// Where a change's answer goes: its entry, the rows now stored, and the generation its commit
+/// started.
+type Changed<T> = oneshot::Sender<Result<(Entry, Vec<T>, u64), String>>;
+
 /// One operation for the journal writer thread, with where to send its result.
 enum Op {
     /// One entry; with `Some(gen)`, a decision made with the set in force at generation `gen`,
@@ -83,19 +87,16 @@ enum Op {
         add: Vec<NewPolicy>,
         remove: Vec<String>,
         fields: Fields,
-        reply: oneshot::Sender<Result<(Entry, Vec<PolicyRow>, u64), String>>,
+        reply: Changed<PolicyRow>,
     },
     ChangeAgent {
         change: AgentChange,
         fields: Fields,
-        reply: oneshot::Sender<Result<(Entry, Vec<Enrolment>, u64), String>>,
+        reply: Changed<Enrolment>,
     },
     NextPolicySeq(oneshot::Sender<Result<i64, String>>),
     /// Set or remove a budget and journal it, in one transaction.
-    ChangeBudget(
-        BudgetChange,
-        oneshot::Sender<Result<(Entry, Vec<BudgetRow>, u64), String>>,
-    ),
+    ChangeBudget(BudgetChange, Changed<BudgetRow>),
     /// Reads what is in force from the tables, checked against the journal, and starts a new
     /// generation with it.
     Reload(oneshot::Sender<Result<(u64, journal::InForce), String>>),
