@@ -227,6 +227,7 @@ impl WriterCore {
                     .and_then(|e| j.policies().map(|rows| (e, rows)));
                 let r = r.map(|(e, rows)| {
                     self.generation += 1;
+                    self.note(None);
                     (e, rows, self.generation)
                 });
                 let _ = reply.send(r.map_err(|e| e.to_string()));
@@ -234,6 +235,7 @@ impl WriterCore {
             Op::ChangeBudget(change, reply) => {
                 let r = j.change_budget(change).map(|(e, rows)| {
                     self.generation += 1;
+                    self.note(None);
                     (e, rows, self.generation)
                 });
                 let _ = reply.send(r.map_err(|e| e.to_string()));
@@ -248,6 +250,7 @@ impl WriterCore {
                     .and_then(|e| j.agents().map(|rows| (e, rows)));
                 let r = r.map(|(e, rows)| {
                     self.generation += 1;
+                    self.note(None);
                     (e, rows, self.generation)
                 });
                 let _ = reply.send(r.map_err(|e| e.to_string()));
