@@ -278,6 +278,17 @@ impl Counters {
     pub fn note_refused(&mut self) {
         self.refused = self.refused.saturating_add(1);
     }
+
+    /// Takes back `note_decided` for a decision that was not recorded because the policy in
+    /// force changed meanwhile (the call is decided again).
+    pub fn forget_decided(&mut self) {
+        self.calls = self.calls.saturating_sub(1).max(0);
+    }
+
+    /// Takes back `note_refused`, for the same reason.
+    pub fn forget_refused(&mut self) {
+        self.refused = self.refused.saturating_sub(1).max(0);
+    }
 }
 
 #[cfg(test)]

@@ -1756,6 +1756,19 @@ async fn daemon_line(home: &Home) -> DaemonLine {
             Ok(Response::Status {
                 pid,
                 version,
+                cannot_decide: Some(why),
+                ..
+            }) => DaemonLine {
+                text: format!(
+                    "daemon   running (pid {pid}, version {version}) but CANNOT DECIDE: {}",
+                    visible(&why)
+                ),
+                code: 1,
+                pid: holder.or(i32::try_from(pid).ok()),
+            },
+            Ok(Response::Status {
+                pid,
+                version,
                 sessions,
                 durability,
                 ..
@@ -2036,6 +2049,17 @@ fn verify_cmd(expect_head: Option<String>, json: bool) -> Result<i32, CliError> 
         if let Some(x) = &report.expect_head {
             eprintln!("  {x}");
         }
+        if !report.tables.is_empty() {
+            eprintln!(
+                "  the policies, budgets and agents tables do not match what the journal recorded:"
+            );
+            for t in &report.tables {
+                eprintln!("  table: {}", visible(t));
+            }
+            eprintln!(
+                "  the daemon refuses every call until they match; restore holdcall.db from a backup"
+            );
+        }
     } else {
         match report.state {
             ChainState::Empty => println!("journal OK: empty (nothing recorded yet)"),
@@ -2119,7 +2143,8 @@ fn status_cmd(json: bool) -> Result<i32, CliError> {
     let unhealthy = config.is_err()
         || d.code == 1
         || journal_line.contains("UNREADABLE")
-        || journal_line.contains("broken");
+        || journal_line.contains("broken")
+        || daemon.contains("CANNOT DECIDE");
     Ok(if unhealthy { 1 } else { 0 })
 }
 

@@ -9,6 +9,7 @@
 #![deny(clippy::print_stdout)]
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -67,26 +68,38 @@ pub enum DaemonError {
     WriterGone,
 }
 
+/// Where a change's answer goes: its entry, the rows now stored, and the generation its commit
+/// started.
+type Changed<T> = oneshot::Sender<Result<(Entry, Vec<T>, u64), String>>;
+
 /// One operation for the journal writer thread, with where to send its result.
 enum Op {
-    Append(Kind, Fields, oneshot::Sender<Result<Entry, String>>),
+    /// One entry; with `Some(gen)`, a decision made with the set in force at generation `gen`,
+    /// recorded only if that set is still the one in force (see `Guard`).
+    Append(
+        Kind,
+        Fields,
+        Option<u64>,
+        oneshot::Sender<Result<Entry, AppendError>>,
+    ),
+    /// Each change below answers with the generation its commit started.
     ChangePolicies {
         add: Vec<NewPolicy>,
         remove: Vec<String>,
         fields: Fields,
-        reply: oneshot::Sender<Result<(Entry, Vec<PolicyRow>), String>>,
+        reply: Changed<PolicyRow>,
     },
     ChangeAgent {
         change: AgentChange,
         fields: Fields,
-        reply: oneshot::Sender<Result<(Entry, Vec<Enrolment>), String>>,
+        reply: Changed<Enrolment>,
     },
     NextPolicySeq(oneshot::Sender<Result<i64, String>>),
     /// Set or remove a budget and journal it, in one transaction.
-    ChangeBudget(
-        BudgetChange,
-        oneshot::Sender<Result<(Entry, Vec<BudgetRow>), String>>,
-    ),
+    ChangeBudget(BudgetChange, Changed<BudgetRow>),
+    /// Reads what is in force from the tables, checked against the journal, and starts a new
+    /// generation with it.
+    Reload(oneshot::Sender<Result<(u64, journal::InForce), String>>),
     SessionStarted(String, oneshot::Sender<Result<bool, String>>),
     Head(oneshot::Sender<Option<(i64, String)>>),
     /// A connector's row and its `connector.change` entry, in one transaction.
@@ -105,24 +118,59 @@ enum Op {
 /// Most appends the writer folds into one transaction (one commit, one fsync).
 const GROUP_COMMIT_MAX: usize = 256;
 
-/// Runs the single writer: it owns the database connection; everything else sends it `Op`s.
-/// Appends that queue up while a commit is in flight share the next commit.
-fn writer_thread(mut j: Journal, rx: std_mpsc::Receiver<Op>) {
-    let mut next: Option<Op> = None;
-    loop {
-        let op = match next.take() {
-            Some(op) => op,
-            None => match rx.recv() {
-                Ok(op) => op,
-                Err(_) => return,
-            },
-        };
+/// Why an entry was not appended.
+#[derive(Debug, Clone)]
+enum AppendError {
+    /// The write failed and was rolled back (a full disk, an I/O error…); the next one tries
+    /// again.
+    Failed(String),
+    /// A decision made with a set that is no longer the one in force (a change committed since,
+    /// or another connection changed the database), so it is not recorded and must be made
+    /// again once the daemon has the set in force.
+    Stale,
+}
+
+impl std::fmt::Display for AppendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AppendError::Failed(e) => f.write_str(e),
+            AppendError::Stale => f.write_str(
+                "the policy in force changed while the call was decided, so it was not recorded",
+            ),
+        }
+    }
+}
+
+/// The writer's own state. `gen` names the policy set, budgets and enrolments in force: it
+/// moves on with every change the writer commits and every reload, and a decision is recorded
+/// only under the generation it was made with. `seen` is the `PRAGMA data_version` at the last
+/// reload: a different one inside an append's transaction means someone else changed the
+/// database, and no decision is recorded until the daemon has reloaded.
+struct WriterCore {
+    j: Journal,
+    generation: u64,
+    seen: i64,
+    /// Why the last write failed, until one succeeds (`daemon status` shows it).
+    fault: Arc<Mutex<Option<String>>>,
+}
+
+impl WriterCore {
+    fn note(&self, fault: Option<String>) {
+        if let Ok(mut f) = self.fault.lock() {
+            *f = fault;
+        }
+    }
+
+    /// Handles one op (and the appends queued behind it); returns an op it read past the batch.
+    fn handle(&mut self, op: Op, rx: &std_mpsc::Receiver<Op>) -> Option<Op> {
+        let j = &mut self.j;
         match op {
-            Op::Append(kind, fields, reply) => {
-                let mut batch = vec![(kind, fields, reply)];
+            Op::Append(kind, fields, guard, reply) => {
+                let mut next = None;
+                let mut batch = vec![(kind, fields, guard, reply)];
                 while batch.len() < GROUP_COMMIT_MAX {
                     match rx.try_recv() {
-                        Ok(Op::Append(k, f, r)) => batch.push((k, f, r)),
+                        Ok(Op::Append(k, f, g, r)) => batch.push((k, f, g, r)),
                         Ok(other) => {
                             next = Some(other);
                             break;
@@ -130,22 +178,43 @@ fn writer_thread(mut j: Journal, rx: std_mpsc::Receiver<Op>) {
                         Err(_) => break,
                     }
                 }
-                let items: Vec<(Kind, Fields)> =
-                    batch.iter().map(|(k, f, _)| (*k, f.clone())).collect();
-                match j.append_many(items) {
-                    Ok(entries) => {
-                        for ((_, _, reply), e) in batch.into_iter().zip(entries) {
-                            let _ = reply.send(Ok(e));
+                let generation = self.generation;
+                let (stale, batch): (Vec<_>, Vec<_>) = batch
+                    .into_iter()
+                    .partition(|(_, _, g, _)| g.is_some_and(|g| g != generation));
+                for (_, _, _, reply) in stale {
+                    let _ = reply.send(Err(AppendError::Stale));
+                }
+                if batch.is_empty() {
+                    return next;
+                }
+                let items: Vec<(Kind, Fields, bool)> = batch
+                    .iter()
+                    .map(|(k, f, g, _)| (*k, f.clone(), g.is_some()))
+                    .collect();
+                match j.append_fresh(items, self.seen) {
+                    Ok((version, entries)) => {
+                        if version != self.seen {
+                            tracing::warn!(
+                                "the database was changed by another connection; decisions wait \
+                                 for the daemon to reload what is in force"
+                            );
                         }
+                        for ((_, _, _, reply), e) in batch.into_iter().zip(entries) {
+                            let _ = reply.send(e.ok_or(AppendError::Stale));
+                        }
+                        self.note(None);
                     }
                     Err(e) => {
                         tracing::error!("journal append failed: {e}");
                         let msg = e.to_string();
-                        for (_, _, reply) in batch {
-                            let _ = reply.send(Err(msg.clone()));
+                        self.note(Some(msg.clone()));
+                        for (_, _, _, reply) in batch {
+                            let _ = reply.send(Err(AppendError::Failed(msg.clone())));
                         }
                     }
                 }
+                return next;
             }
             Op::ChangePolicies {
                 add,
@@ -155,12 +224,21 @@ fn writer_thread(mut j: Journal, rx: std_mpsc::Receiver<Op>) {
             } => {
                 let r = j
                     .change_policies(add, remove, fields)
-                    .and_then(|e| j.policies().map(|rows| (e, rows)))
-                    .map_err(|e| e.to_string());
-                let _ = reply.send(r);
+                    .and_then(|e| j.policies().map(|rows| (e, rows)));
+                let r = r.map(|(e, rows)| {
+                    self.generation += 1;
+                    self.note(None);
+                    (e, rows, self.generation)
+                });
+                let _ = reply.send(r.map_err(|e| e.to_string()));
             }
             Op::ChangeBudget(change, reply) => {
-                let _ = reply.send(j.change_budget(change).map_err(|e| e.to_string()));
+                let r = j.change_budget(change).map(|(e, rows)| {
+                    self.generation += 1;
+                    self.note(None);
+                    (e, rows, self.generation)
+                });
+                let _ = reply.send(r.map_err(|e| e.to_string()));
             }
             Op::ChangeAgent {
                 change,
@@ -169,9 +247,21 @@ fn writer_thread(mut j: Journal, rx: std_mpsc::Receiver<Op>) {
             } => {
                 let r = j
                     .change_agent(change, fields)
-                    .and_then(|e| j.agents().map(|rows| (e, rows)))
-                    .map_err(|e| e.to_string());
-                let _ = reply.send(r);
+                    .and_then(|e| j.agents().map(|rows| (e, rows)));
+                let r = r.map(|(e, rows)| {
+                    self.generation += 1;
+                    self.note(None);
+                    (e, rows, self.generation)
+                });
+                let _ = reply.send(r.map_err(|e| e.to_string()));
+            }
+            Op::Reload(reply) => {
+                let r = j.load_in_force().map(|loaded| {
+                    self.seen = loaded.data_version;
+                    self.generation += 1;
+                    (self.generation, loaded)
+                });
+                let _ = reply.send(r.map_err(|e| e.to_string()));
             }
             Op::NextPolicySeq(reply) => {
                 let _ = reply.send(j.next_policy_seq().map_err(|e| e.to_string()));
@@ -199,6 +289,47 @@ fn writer_thread(mut j: Journal, rx: std_mpsc::Receiver<Op>) {
                 let _ = reply.send(j.connector(&name).map_err(|e| e.to_string()));
             }
         }
+        None
+    }
+}
+
+/// Ends the process if the writer thread unwinds past its own guard: a daemon that can record
+/// nothing must not linger as "running"; the next relay starts a fresh one.
+struct ExitIfUnwound;
+
+impl Drop for ExitIfUnwound {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            tracing::error!("the journal writer thread died; the daemon exits");
+            std::process::exit(70);
+        }
+    }
+}
+
+/// Runs the single writer: it owns the database connection; everything else sends it `Op`s.
+/// Appends that queue up while a commit is in flight share the next commit. No error ends it:
+/// a failed write is rolled back and answered, and the next op tries again; even a panic while
+/// handling one op only drops that op's answers (its callers refuse) and rolls back.
+fn writer_thread(core: WriterCore, rx: std_mpsc::Receiver<Op>) {
+    let _exit = ExitIfUnwound;
+    let mut core = core;
+    let mut next: Option<Op> = None;
+    loop {
+        let op = match next.take() {
+            Some(op) => op,
+            None => match rx.recv() {
+                Ok(op) => op,
+                Err(_) => return,
+            },
+        };
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| core.handle(op, &rx))) {
+            Ok(n) => next = n,
+            Err(_) => {
+                core.j.recover();
+                tracing::error!("the journal writer survived a panic; the op was not recorded");
+                core.note(Some("the journal writer hit an internal error".into()));
+            }
+        }
     }
 }
 
@@ -213,10 +344,28 @@ impl Writer {
         rx.await.map_err(|_| DaemonError::WriterGone)
     }
 
+    /// Appends an entry that depends on no policy (a session's end, an outcome…).
     async fn append(&self, kind: Kind, fields: Fields) -> Result<Entry, String> {
-        match self.ask(|r| Op::Append(kind, fields, r)).await {
-            Ok(r) => r,
+        match self.ask(|r| Op::Append(kind, fields, None, r)).await {
+            Ok(r) => r.map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Appends a decision made with the set in force at generation `gen`: refused as stale if
+    /// that is no longer the set in force, or if someone else changed the database since.
+    async fn append_decided(
+        &self,
+        kind: Kind,
+        fields: Fields,
+        generation: u64,
+    ) -> Result<Entry, AppendError> {
+        match self
+            .ask(|r| Op::Append(kind, fields, Some(generation), r))
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => Err(AppendError::Failed(e.to_string())),
         }
     }
 }
@@ -271,6 +420,14 @@ impl Session {
 
 struct State {
     writer: Writer,
+    /// The generation of the set in force (`WriterCore::gen`), stored after the set, its
+    /// budgets and enrolments are in place: a decision carries the generation it read first.
+    generation: AtomicU64,
+    /// Why no call may be decided, when the tables do not match the journal (or the stored
+    /// policy does not compile after a reload): every call is refused with this reason.
+    refusal: RwLock<Option<String>>,
+    /// Why the writer's last write failed, until one succeeds.
+    writer_fault: Arc<Mutex<Option<String>>>,
     policy: RwLock<Arc<PolicySet>>,
     /// Serialises policy changes; holds the rows the compiled set was built from.
     rows: tokio::sync::Mutex<Vec<PolicyRow>>,
@@ -374,7 +531,7 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
     let has_entries = journal::journal_has_entries(&db)?;
     let machine_id = journal::load_or_create_machine_id(&home.machine_id_path(), !has_entries)?;
     let durability = config.journal.durability;
-    let j = Journal::open(&db, &machine_id, durability)?;
+    let mut j = Journal::open(&db, &machine_id, durability)?;
     // The database as opened, for `daemon.hello`: read once, now, so a file put in its place
     // later is not this daemon's database.
     let serves = {
@@ -390,18 +547,36 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
             machine_id: machine_id.trim().to_string(),
         }
     };
-    let rows = j.policies()?;
-    let budget_rows = j.budgets()?;
-    let enrolled = j.agents()?;
-    let set = PolicySet::compile(&stored(&rows)).map_err(DaemonError::Policy)?;
+    // What is in force is read with its `data_version` and checked against the journal's own
+    // record of every change; a mismatch starts a daemon that refuses every call.
+    let loaded = j.load_in_force()?;
+    let refusal = mismatch_refusal(&loaded.mismatches);
+    let set = PolicySet::compile(&stored(&loaded.policies)).map_err(DaemonError::Policy)?;
+    let seen = loaded.data_version;
+    let journal::InForce {
+        policies: rows,
+        budgets: budget_rows,
+        agents: enrolled,
+        ..
+    } = loaded;
     let open_sessions = j.open_sessions()?;
     let pragmas = j.pragmas().to_detail();
 
     let (tx, rx) = std_mpsc::channel();
+    let writer_fault = Arc::new(Mutex::new(None));
+    let fault_for_writer = Arc::clone(&writer_fault);
     std::thread::Builder::new()
         .name("journal-writer".into())
         .spawn(move || {
-            writer_thread(j, rx);
+            writer_thread(
+                WriterCore {
+                    j,
+                    generation: 1,
+                    seen,
+                    fault: fault_for_writer,
+                },
+                rx,
+            );
             // The lock goes last, with the journal closed (SQLite checkpoints at close): a
             // daemon that may still write holds it, so `daemon stop`, which waits for the lock,
             // returns only once nothing more will be written.
@@ -454,6 +629,9 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
 
     let state = Arc::new(State {
         writer,
+        generation: AtomicU64::new(1),
+        refusal: RwLock::new(refusal),
+        writer_fault,
         policy: RwLock::new(Arc::new(set)),
         rows: tokio::sync::Mutex::new(rows),
         budgets: RwLock::new(Arc::new(budget_rows)),
@@ -608,23 +786,28 @@ async fn serve_conn(state: Arc<State>, stream: UnixStream, conn: u64) {
         tracing::warn!("refused a connection: its socket could not be duplicated");
         return;
     };
-    let enrolled = current_agents(&state);
     let checked = tokio::time::timeout(
         limits::PEER_CHECK_TIMEOUT,
         tokio::task::spawn_blocking(move || {
             let verdict = peer::judge(&fd);
-            // Who is calling is the kernel's word: the executable of the relay's parent,
-            // matched against the enrolments now. Nothing a relay or client sends can name it;
-            // a failure is unenrolled.
-            let agent = match verdict {
-                peer::Verdict::Same { pid } => agents::derive(&fd, pid, &enrolled),
+            // Who is calling is the kernel's word: the executable of the relay's parent, read
+            // now and matched against the enrolments in force when its session starts. Nothing
+            // a relay or client sends can name it; a failure is unenrolled.
+            let image = match verdict {
+                peer::Verdict::Same { pid } => match agents::parent_image(&fd, pid) {
+                    Ok(image) => Some(image),
+                    Err(why) => {
+                        tracing::info!("relay pid {pid}: no agent derived ({why}); unenrolled");
+                        None
+                    }
+                },
                 _ => None,
             };
-            (verdict, agent)
+            (verdict, image)
         }),
     )
     .await;
-    let (verdict, agent) = match checked {
+    let (verdict, image) = match checked {
         Ok(Ok(v)) => v,
         Ok(Err(_)) | Err(_) => {
             tracing::warn!(
@@ -683,7 +866,7 @@ async fn serve_conn(state: Arc<State>, stream: UnixStream, conn: u64) {
                         message: "a connection either carries one relay's sessions or management requests, never both".into(),
                     })
                 } else {
-                    handle(&state, &ctx, &mut owned, agent.as_deref(), req).await
+                    handle(&state, &ctx, &mut owned, image.as_ref(), req).await
                 }
             }
         };
@@ -764,14 +947,27 @@ fn violation(message: impl Into<String>) -> Next {
     })
 }
 
-/// `agent` is what `agents::derive` found for this connection at accept (None: unenrolled).
+/// `image` is the executable of the relay's parent, read at accept (None: unenrolled).
 async fn handle(
     state: &Arc<State>,
     conn: &ConnCtx,
     owned: &mut HashSet<String>,
-    agent: Option<&str>,
+    image: Option<&agents::Identity>,
     req: Request,
 ) -> Next {
+    let changes_what_is_in_force = matches!(
+        &req,
+        Request::PolicySet { .. }
+            | Request::PolicyRemove { .. }
+            | Request::BudgetSet { .. }
+            | Request::BudgetRemove { .. }
+            | Request::AgentAdd { .. }
+            | Request::AgentRemove { .. }
+            | Request::PolicyImport { dry_run: false, .. }
+    );
+    if changes_what_is_in_force && let Some(refused) = changes_refused(state) {
+        return refused;
+    }
     match req {
         Request::SessionStart {
             session_id,
@@ -785,7 +981,7 @@ async fn handle(
                 session_id,
                 (connector, connector_from),
                 client,
-                agent,
+                image,
             )
             .await
         }
@@ -982,6 +1178,16 @@ async fn handle(
                     Durability::Power => "power".into(),
                     Durability::Process => "process".into(),
                 },
+                cannot_decide: current_refusal(state).or_else(|| {
+                    state
+                        .writer_fault
+                        .lock()
+                        .ok()
+                        .and_then(|f| f.clone())
+                        .map(|e| {
+                            format!("the journal cannot be written, so every call is refused: {e}")
+                        })
+                }),
             })
         }
         Request::Shutdown => {
@@ -1088,70 +1294,110 @@ async fn decide_held(state: &State, id: String, approve: bool, reason: Option<St
 /// Where a person's approval turns into a forward. Everything that must hold before an approved
 /// call runs belongs here, before `settle`.
 async fn release_approved(state: &State, hold: Hold) -> Result<journal::Entry, String> {
-    // The rules are asked again with the session's counts and the policy as they are now: a
-    // deny added while the call was held, or a `context.session` limit other approved calls
-    // have used up meanwhile, refuses it (cause `policy`). An approval never overrides a deny.
-    let budgets = current_budgets(state);
-    let counts = match state.sessions.lock() {
-        Ok(sessions) => sessions
-            .get(&hold.session_id)
-            .map(|s| s.counters.snapshot(&hold.tool)),
-        Err(_) => None,
-    };
-    let Some(counts) = counts else {
-        // The session ended while the person was deciding: the relay will not forward it.
-        return settle(state, hold, Release::Rejected, Cause::SessionEnded, None).await;
-    };
-    let ctx = CallContext::from_call(hold.arguments.as_deref(), false, state.clock())
-        .with_session(counts);
-    let now = current_policy(state).decide_with(
-        &CallRequest {
-            agent: hold.agent.as_deref(),
-            connector: &hold.connector,
-            tool: &hold.tool,
-        },
-        &ctx,
-    );
-    if now.effect == Effect::Deny {
-        let why = format!(
-            "the rules in force now refuse it: {}{}",
-            now.reason,
-            now.policy_id
-                .map(|p| format!(" (policy {p})"))
-                .unwrap_or_default()
+    let mut hold = hold;
+    let mut attempt: u32 = 0;
+    loop {
+        attempt += 1;
+        // The rules are asked again with the session's counts and the policy as they are now: a
+        // deny added while the call was held, or a `context.session` limit other approved calls
+        // have used up meanwhile, refuses it (cause `policy`). An approval never overrides a
+        // deny, and it is recorded only while that policy is still the one in force.
+        let now = in_force(state);
+        if let Some(why) = now.refusal {
+            return settle(state, hold, Release::Rejected, Cause::Policy, Some(why)).await;
+        }
+        let counts = match state.sessions.lock() {
+            Ok(sessions) => sessions
+                .get(&hold.session_id)
+                .map(|s| s.counters.snapshot(&hold.tool)),
+            Err(_) => None,
+        };
+        let Some(counts) = counts else {
+            // The session ended while the person was deciding: the relay will not forward it.
+            return settle(state, hold, Release::Rejected, Cause::SessionEnded, None).await;
+        };
+        let ctx = CallContext::from_call(hold.arguments.as_deref(), false, state.clock())
+            .with_session(counts);
+        let decided = now.set.decide_with(
+            &CallRequest {
+                agent: hold.agent.as_deref(),
+                connector: &hold.connector,
+                tool: &hold.tool,
+            },
+            &ctx,
         );
-        return settle(state, hold, Release::Rejected, Cause::Policy, Some(why)).await;
-    }
-    // An approved call is charged to its session's budgets like an allowed one; a budget with no
-    // room left by now refuses it, and the journal says so (cause `over-budget`).
-    let charged = match state.sessions.lock() {
-        Ok(mut sessions) => match sessions.get_mut(&hold.session_id) {
-            Some(s) => s
-                .charge(budgets.iter().map(|r| &r.budget), hold.seq, &hold.tool)
-                .map_err(|r| (Cause::OverBudget, r.reason())),
-            None => Err((Cause::SessionEnded, String::new())),
-        },
-        Err(_) => Err((Cause::SessionEnded, String::new())),
-    };
-    match charged {
-        Ok(()) => {
-            let (session_id, seq, tool) = (hold.session_id.clone(), hold.seq, hold.tool.clone());
-            let recorded = settle(state, hold, Release::Approved, Cause::Person, None).await;
-            if recorded.is_err()
-                && let Ok(mut sessions) = state.sessions.lock()
+        if decided.effect == Effect::Deny {
+            let why = format!(
+                "the rules in force now refuse it: {}{}",
+                decided.reason,
+                decided
+                    .policy_id
+                    .map(|p| format!(" (policy {p})"))
+                    .unwrap_or_default()
+            );
+            return settle(state, hold, Release::Rejected, Cause::Policy, Some(why)).await;
+        }
+        // An approved call is charged to its session's budgets like an allowed one; a budget
+        // with no room left by now refuses it, and the journal says so (cause `over-budget`).
+        let charged = match state.sessions.lock() {
+            Ok(mut sessions) => match sessions.get_mut(&hold.session_id) {
+                Some(s) => s
+                    .charge(now.budgets.iter().map(|r| &r.budget), hold.seq, &hold.tool)
+                    .map_err(|r| (Cause::OverBudget, r.reason())),
+                None => Err((Cause::SessionEnded, String::new())),
+            },
+            Err(_) => Err((Cause::SessionEnded, String::new())),
+        };
+        if let Err((cause, why)) = charged {
+            let why = (!why.is_empty()).then_some(why);
+            return settle(state, hold, Release::Rejected, cause, why).await;
+        }
+        let (session_id, seq, tool) = (hold.session_id.clone(), hold.seq, hold.tool.clone());
+        let recorded = settle_guarded(
+            state,
+            hold,
+            Release::Approved,
+            Cause::Person,
+            None,
+            Some(now.generation),
+        )
+        .await;
+        let refund = || {
+            if let Ok(mut sessions) = state.sessions.lock()
                 && let Some(s) = sessions.get_mut(&session_id)
             {
                 // Not recorded, so not run: the charge is taken back.
                 s.counters.refund(&tool);
                 s.charged.remove(&seq);
             }
-            recorded
-        }
-        Err((cause, why)) => {
-            let why = (!why.is_empty()).then_some(why);
-            settle(state, hold, Release::Rejected, cause, why).await
+        };
+        match recorded {
+            Ok(entry) => return Ok(entry),
+            Err(Unsettled::Stale(back)) if attempt < limits::STALE_DECISION_ATTEMPTS_MAX => {
+                refund();
+                hold = *back;
+                refresh(state, now.generation).await;
+            }
+            Err(Unsettled::Stale(back)) => {
+                refund();
+                let why = "the policy kept changing while the approval was checked".to_string();
+                return settle(state, *back, Release::Rejected, Cause::Policy, Some(why)).await;
+            }
+            Err(Unsettled::Failed(e)) => {
+                refund();
+                return Err(e);
+            }
         }
     }
+}
+
+/// Why a word on a held call was not settled.
+enum Unsettled {
+    /// The approval was checked against a set no longer in force: nothing was recorded or
+    /// pushed, and the hold comes back to be checked again.
+    Stale(Box<Hold>),
+    /// It could not be recorded; the relay was told `undecided`.
+    Failed(String),
 }
 
 /// Resolves a hold taken out of the registry: journals `call.approval` and only after the
@@ -1164,29 +1410,58 @@ async fn settle(
     cause: Cause,
     reason: Option<String>,
 ) -> Result<journal::Entry, String> {
+    match settle_guarded(state, hold, verdict, cause, reason, None).await {
+        Ok(entry) => Ok(entry),
+        Err(Unsettled::Failed(e)) => Err(e),
+        Err(Unsettled::Stale(_)) => Err("the policy in force changed".into()),
+    }
+}
+
+/// `settle`, where `guard` is the generation an approval was checked under: if that set is no
+/// longer in force, nothing is recorded or pushed and the hold comes back.
+async fn settle_guarded(
+    state: &State,
+    hold: Hold,
+    verdict: Release,
+    cause: Cause,
+    reason: Option<String>,
+    guard: Option<u64>,
+) -> Result<journal::Entry, Unsettled> {
     let decision = match verdict {
         Release::Approved => "approved",
         _ => "rejected",
     };
-    let recorded = state
-        .writer
-        .append(
-            Kind::CallApproval,
-            Fields {
-                session_id: Some(hold.session_id.clone()),
-                seq: Some(hold.seq),
-                connector: Some(hold.connector.clone()),
-                tool: Some(hold.tool.clone()),
-                agent: hold.agent.clone(),
-                args_digest: Some(hold.args_digest.clone()),
-                decision: Some(decision.into()),
-                policy_id: Some(hold.id.clone()),
-                reason: Some(cause.as_str().into()),
-                detail: reason.clone(),
-                ..Fields::default()
-            },
-        )
-        .await;
+    let fields = Fields {
+        session_id: Some(hold.session_id.clone()),
+        seq: Some(hold.seq),
+        connector: Some(hold.connector.clone()),
+        tool: Some(hold.tool.clone()),
+        agent: hold.agent.clone(),
+        args_digest: Some(hold.args_digest.clone()),
+        decision: Some(decision.into()),
+        policy_id: Some(hold.id.clone()),
+        reason: Some(cause.as_str().into()),
+        detail: reason.clone(),
+        ..Fields::default()
+    };
+    let recorded = match guard {
+        Some(generation) => {
+            state
+                .writer
+                .append_decided(Kind::CallApproval, fields, generation)
+                .await
+        }
+        None => state
+            .writer
+            .append(Kind::CallApproval, fields)
+            .await
+            .map_err(AppendError::Failed),
+    };
+    let recorded = match recorded {
+        Ok(entry) => Ok(entry),
+        Err(AppendError::Stale) => return Err(Unsettled::Stale(Box::new(hold))),
+        Err(AppendError::Failed(e)) => Err(e),
+    };
     let verdict = if recorded.is_ok() {
         verdict
     } else {
@@ -1213,7 +1488,7 @@ async fn settle(
         // A relay that is gone refuses the call itself.
         let _ = hold.push.send(line);
     }
-    recorded
+    recorded.map_err(Unsettled::Failed)
 }
 
 /// Holds a call the rules sent to a person: the `held` answer goes out first, then the hold
@@ -1393,6 +1668,109 @@ fn current_policy(state: &State) -> Arc<PolicySet> {
     }
 }
 
+/// The set in force as one decision reads it: its generation first, then the set and budgets
+/// (installed before the generation is stored, so a decision can only ever be made with a set
+/// at least as new as its generation says; the writer refuses it otherwise).
+struct InForceNow {
+    generation: u64,
+    set: Arc<PolicySet>,
+    budgets: Arc<Vec<BudgetRow>>,
+    refusal: Option<String>,
+}
+
+fn in_force(state: &State) -> InForceNow {
+    let generation = state.generation.load(Ordering::Acquire);
+    InForceNow {
+        generation,
+        set: current_policy(state),
+        budgets: current_budgets(state),
+        refusal: current_refusal(state),
+    }
+}
+
+fn current_refusal(state: &State) -> Option<String> {
+    match state.refusal.read() {
+        Ok(r) => r.clone(),
+        Err(_) => Some("the daemon's state is damaged; run `holdcall daemon restart`".into()),
+    }
+}
+
+/// The reason every call is refused while the tables do not match the journal.
+fn mismatch_refusal(mismatches: &[String]) -> Option<String> {
+    let first = mismatches.first()?;
+    for m in mismatches {
+        tracing::error!("the tables do not match the journal: {m}");
+    }
+    let more = match mismatches.len() {
+        1 => String::new(),
+        n => format!(" (and {} more)", n - 1),
+    };
+    Some(format!(
+        "the policies, budgets or agents tables do not match the journal: {first}{more}; \
+         every call is refused until they do: run `holdcall verify`"
+    ))
+}
+
+/// After a decision came back stale: once no change is in flight (`rows` is held by every
+/// change until its set is in force), a set newer than the one the decision used is in force,
+/// or, when there is none, what is in force is reloaded from the database.
+async fn refresh(state: &State, used_gen: u64) {
+    let mut rows = state.rows.lock().await;
+    if state.generation.load(Ordering::Acquire) != used_gen {
+        return;
+    }
+    if let Err(e) = reload_locked(state, &mut rows).await {
+        tracing::error!("what is in force could not be reloaded: {e}");
+    }
+}
+
+/// Reloads the policies, budgets and enrolments from the tables, checked against the journal
+/// (a mismatch, or a stored policy that does not compile, refuses every call), and puts them in
+/// force under a new generation. Called with `rows` held.
+async fn reload_locked(state: &State, rows: &mut Vec<PolicyRow>) -> Result<(), String> {
+    let (generation, loaded) = match state.writer.ask(Op::Reload).await {
+        Ok(Ok(x)) => x,
+        Ok(Err(e)) => return Err(e),
+        Err(e) => return Err(e.to_string()),
+    };
+    tracing::info!("reloaded the policy, budgets and enrolments from the database");
+    let mut refusal = mismatch_refusal(&loaded.mismatches);
+    match PolicySet::compile(&stored(&loaded.policies)) {
+        Ok(set) => {
+            if let Ok(mut p) = state.policy.write() {
+                *p = Arc::new(set);
+            }
+        }
+        Err(e) => {
+            tracing::error!("the stored policy does not compile: {e}");
+            refusal.get_or_insert_with(|| {
+                format!(
+                    "the policy stored in the database does not compile ({e}); every call is \
+                     refused: run `holdcall verify`"
+                )
+            });
+        }
+    }
+    if let Ok(mut b) = state.budgets.write() {
+        *b = Arc::new(loaded.budgets);
+    }
+    if let Ok(mut a) = state.agents.write() {
+        *a = Arc::new(loaded.agents);
+    }
+    if let Ok(mut r) = state.refusal.write() {
+        *r = refusal;
+    }
+    *rows = loaded.policies;
+    state.generation.store(generation, Ordering::Release);
+    Ok(())
+}
+
+/// A change to the policy, budgets or enrolments is refused while the tables do not match the
+/// journal: its diff would be taken over text the journal never recorded.
+fn changes_refused(state: &State) -> Option<Next> {
+    current_refusal(state).map(|why| error(format!("nothing was changed: {why}")))
+}
+
 /// Journals a relay's report about a session this connection opened (and no other).
 async fn report(state: &State, owned: &HashSet<String>, kind: Kind, fields: Fields) -> Next {
     if !fields
@@ -1422,7 +1800,7 @@ async fn session_start(
     session_id: String,
     (connector, connector_from): (String, Option<String>),
     client: Option<String>,
-    agent: Option<&str>,
+    image: Option<&agents::Identity>,
 ) -> Next {
     if !valid_session_id(&session_id) {
         return violation("a session id is 32 hexadecimal characters");
@@ -1447,11 +1825,9 @@ async fn session_start(
     // both pass the check.
     let reserved = match state.sessions.lock() {
         Ok(mut s) if !s.contains_key(&session_id) => {
-            // Bound once: a later enrolment change does not touch a started session.
-            s.insert(
-                session_id.clone(),
-                Session::new(connector.clone(), agent.map(str::to_string)),
-            );
+            // The agent is bound below, once, with the enrolments in force when the start is
+            // recorded; a later enrolment change does not touch a started session.
+            s.insert(session_id.clone(), Session::new(connector.clone(), None));
             true
         }
         _ => false,
@@ -1464,21 +1840,29 @@ async fn session_start(
             s.remove(&session_id);
         }
     };
+    // Only a journaled `session.start` uses an id up; a journal that cannot be read says so
+    // (and the id stays free for when it can).
     let recorded = match state
         .writer
         .ask(|r| Op::SessionStarted(session_id.clone(), r))
         .await
     {
         Ok(Ok(b)) => b,
-        _ => true,
+        Ok(Err(e)) => {
+            unreserve(state);
+            return error(format!(
+                "the session cannot start: the journal cannot be read: {e}"
+            ));
+        }
+        Err(e) => {
+            unreserve(state);
+            return error(format!("the session cannot start: {e}"));
+        }
     };
     if recorded {
         unreserve(state);
         return violation("that session id was used before; a session starts once");
     }
-    // Derived at accept from the relay's parent process (`agents::derive`), never from the
-    // request: `session.start` has no agent field, and unknown fields are ignored.
-    let agent = agent.map(str::to_string);
     // A registered connector's secret is read before the session is recorded: a relay that
     // cannot have it starts no server, and the journal says a session ran only if it did.
     let launch = match launch_for(state, &connector).await {
@@ -1498,21 +1882,43 @@ async fn session_start(
         })
         .to_string()
     });
-    let entry = state
-        .writer
-        .append(
-            Kind::SessionStart,
-            Fields {
-                session_id: Some(session_id.clone()),
-                connector: Some(connector),
-                client,
-                agent,
-                detail,
-                reason,
-                ..Fields::default()
-            },
-        )
-        .await;
+    let mut attempt: u32 = 0;
+    let entry = loop {
+        attempt += 1;
+        // The relay's parent image (read at accept from the kernel, never from the request:
+        // `session.start` has no agent field, and unknown fields are ignored), matched against
+        // the enrolments in force now, and recorded only while they still are.
+        let generation = state.generation.load(Ordering::Acquire);
+        let agent =
+            image.and_then(|i| agents::matching(i, &current_agents(state)).map(|e| e.name.clone()));
+        if let Ok(mut s) = state.sessions.lock()
+            && let Some(s) = s.get_mut(&session_id)
+        {
+            s.agent.clone_from(&agent);
+        }
+        let recorded = state
+            .writer
+            .append_decided(
+                Kind::SessionStart,
+                Fields {
+                    session_id: Some(session_id.clone()),
+                    connector: Some(connector.clone()),
+                    client: client.clone(),
+                    agent,
+                    detail: detail.clone(),
+                    reason: reason.clone(),
+                    ..Fields::default()
+                },
+                generation,
+            )
+            .await;
+        match recorded {
+            Err(AppendError::Stale) if attempt < limits::STALE_DECISION_ATTEMPTS_MAX => {
+                refresh(state, generation).await;
+            }
+            other => break other,
+        }
+    };
     if let Err(e) = entry {
         unreserve(state);
         return error(format!("the session could not be recorded: {e}"));
@@ -1798,7 +2204,7 @@ async fn call_request(
     if !owned.contains(&session_id) {
         return violation("this connection did not open that session");
     }
-    let (connector, agent, counts) = {
+    let (connector, agent) = {
         let Ok(mut sessions) = state.sessions.lock() else {
             return violation("the session table is unavailable");
         };
@@ -1812,11 +2218,7 @@ async fn call_request(
             ));
         }
         s.last_seq = seq;
-        (
-            s.connector.clone(),
-            s.agent.clone(),
-            s.counters.snapshot(&tool),
-        )
+        (s.connector.clone(), s.agent.clone())
     };
     let undecided = |reason: String| {
         Next::Reply(Response::Decision {
@@ -1834,92 +2236,121 @@ async fn call_request(
     if args_digest.len() != 64 || !args_digest.bytes().all(|b| b.is_ascii_hexdigit()) {
         return violation("args_digest is a SHA-256 in hex");
     }
-    let set = current_policy(state);
-    let ctx = ctx.with_session(counts);
-    let decision = set.decide_with(
-        &CallRequest {
-            agent: agent.as_deref(),
-            connector: &connector,
-            tool: &tool,
-        },
-        &ctx,
-    );
-    // The budgets in force are borrowed, never copied, on the decision path.
-    let budgets = current_budgets(state);
-    let v = {
-        let Ok(mut sessions) = state.sessions.lock() else {
-            return violation("the session table is unavailable");
-        };
-        let Some(s) = sessions.get_mut(&session_id) else {
-            return violation("that session has ended");
-        };
-        budget_verdict(
-            s,
-            budgets.iter().map(|r| &r.budget),
-            seq,
-            &tool,
-            retry_of,
-            decision.effect,
-            decision.policy_id,
-            decision.reason,
-        )
-    };
-    let (connector_held, agent_held) = (connector.clone(), agent.clone());
-    let recorded = state
-        .writer
-        .append(
-            Kind::CallRequest,
-            Fields {
-                session_id: Some(session_id.clone()),
-                seq: Some(seq),
-                connector: Some(connector),
-                tool: Some(tool.clone()),
-                agent,
-                args_digest: Some(args_digest),
-                decision: Some(v.word),
-                policy_id: v.policy_id.clone(),
-                reason: Some(v.reason.clone()),
-                ..Fields::default()
-            },
-        )
-        .await;
-    // The answer goes out only after the entry is committed; a call that was not recorded is
-    // not decided, and not charged.
-    match recorded {
-        Ok(_) if v.verdict == Verdict::Held => {
-            hold_call(
-                state,
-                conn,
-                call,
-                connector_held,
-                agent_held,
-                v.policy_id,
-                v.reason,
-            )
-            .await
-        }
-        Ok(_) => Next::Reply(Response::Decision {
-            session_id,
-            seq,
-            decision: v.verdict,
-            policy_id: v.policy_id,
-            reason: v.reason,
-            hold: None,
-        }),
-        Err(e) => {
-            if let Ok(mut sessions) = state.sessions.lock()
-                && let Some(s) = sessions.get_mut(&session_id)
-            {
-                if v.charged {
-                    s.counters.refund(&tool);
-                    s.charged.remove(&seq);
+    let mut ctx = ctx;
+    let mut attempt: u32 = 0;
+    loop {
+        attempt += 1;
+        // The set in force, its budgets (borrowed, never copied, on the decision path) and the
+        // generation they belong to: the writer records the decision only under that generation.
+        let now = in_force(state);
+        let v = {
+            let Ok(mut sessions) = state.sessions.lock() else {
+                return violation("the session table is unavailable");
+            };
+            let Some(s) = sessions.get_mut(&session_id) else {
+                return violation("that session has ended");
+            };
+            if let Some(why) = &now.refusal {
+                s.counters.note_decided();
+                s.counters.note_refused();
+                Verdicts {
+                    verdict: Verdict::Undecided,
+                    word: "undecided".into(),
+                    policy_id: None,
+                    reason: why.clone(),
+                    charged: false,
                 }
-                if v.verdict == Verdict::Allow {
-                    s.counters.note_refused();
-                }
+            } else {
+                ctx = ctx.with_session(s.counters.snapshot(&tool));
+                let decision = now.set.decide_with(
+                    &CallRequest {
+                        agent: agent.as_deref(),
+                        connector: &connector,
+                        tool: &tool,
+                    },
+                    &ctx,
+                );
+                budget_verdict(
+                    s,
+                    now.budgets.iter().map(|r| &r.budget),
+                    seq,
+                    &tool,
+                    retry_of,
+                    decision.effect,
+                    decision.policy_id,
+                    decision.reason,
+                )
             }
-            undecided(format!("the call could not be recorded: {e}"))
-        }
+        };
+        let recorded = state
+            .writer
+            .append_decided(
+                Kind::CallRequest,
+                Fields {
+                    session_id: Some(session_id.clone()),
+                    seq: Some(seq),
+                    connector: Some(connector.clone()),
+                    tool: Some(tool.clone()),
+                    agent: agent.clone(),
+                    args_digest: Some(args_digest.clone()),
+                    decision: Some(v.word.clone()),
+                    policy_id: v.policy_id.clone(),
+                    reason: Some(v.reason.clone()),
+                    ..Fields::default()
+                },
+                now.generation,
+            )
+            .await;
+        // The answer goes out only after the entry is committed; a call that was not recorded is
+        // not decided, and not charged.
+        return match recorded {
+            Ok(_) if v.verdict == Verdict::Held => {
+                hold_call(state, conn, call, connector, agent, v.policy_id, v.reason).await
+            }
+            Ok(_) => Next::Reply(Response::Decision {
+                session_id,
+                seq,
+                decision: v.verdict,
+                policy_id: v.policy_id,
+                reason: v.reason,
+                hold: None,
+            }),
+            Err(AppendError::Stale) if attempt < limits::STALE_DECISION_ATTEMPTS_MAX => {
+                // Decided with a set that is no longer in force: forgotten, and decided again
+                // with the one that is.
+                if let Ok(mut sessions) = state.sessions.lock()
+                    && let Some(s) = sessions.get_mut(&session_id)
+                {
+                    s.counters.forget_decided();
+                    if v.charged {
+                        s.counters.refund(&tool);
+                        s.charged.remove(&seq);
+                    }
+                    if matches!(
+                        v.verdict,
+                        Verdict::Deny | Verdict::OverBudget | Verdict::Undecided
+                    ) {
+                        s.counters.forget_refused();
+                    }
+                }
+                refresh(state, now.generation).await;
+                continue;
+            }
+            Err(e) => {
+                if let Ok(mut sessions) = state.sessions.lock()
+                    && let Some(s) = sessions.get_mut(&session_id)
+                {
+                    if v.charged {
+                        s.counters.refund(&tool);
+                        s.charged.remove(&seq);
+                    }
+                    if v.verdict == Verdict::Allow {
+                        s.counters.note_refused();
+                    }
+                }
+                undecided(format!("the call could not be recorded: {e}"))
+            }
+        };
     }
 }
 
@@ -2162,11 +2593,12 @@ async fn apply_change(
         })
         .await;
     match result {
-        Ok(Ok((entry, new_rows))) => {
+        Ok(Ok((entry, new_rows, generation))) => {
             *rows = new_rows;
             if let Ok(mut p) = state.policy.write() {
                 *p = Arc::new(new_set);
             }
+            state.generation.store(generation, Ordering::Release);
             policy_changed(&summary, &entry)
         }
         Ok(Err(e)) => not_recorded(e),
@@ -2271,10 +2703,11 @@ async fn budget_remove(state: &State, scope: BudgetScope) -> Next {
 /// new budgets apply.
 async fn change_budget(state: &State, change: BudgetChange) -> Next {
     match state.writer.ask(|r| Op::ChangeBudget(change, r)).await {
-        Ok(Ok((entry, rows))) => {
+        Ok(Ok((entry, rows, generation))) => {
             if let Ok(mut b) = state.budgets.write() {
                 *b = Arc::new(rows);
             }
+            state.generation.store(generation, Ordering::Release);
             policy_changed(
                 entry.fields.reason.as_deref().unwrap_or("budget changed"),
                 &entry,
@@ -2428,11 +2861,12 @@ async fn policy_import(state: &State, file: String, text: String, dry_run: bool)
         })
         .await
     {
-        Ok(Ok((entry, new_rows))) => {
+        Ok(Ok((entry, new_rows, generation))) => {
             *rows = new_rows;
             if let Ok(mut p) = state.policy.write() {
                 *p = Arc::new(new_set);
             }
+            state.generation.store(generation, Ordering::Release);
             Next::Reply(Response::PolicyImported {
                 message: format!(
                     "{message} (recorded in the journal as entry {})",
@@ -2512,10 +2946,11 @@ async fn change_agent(state: &State, change: AgentChange, fields: Fields) -> Res
         })
         .await
     {
-        Ok(Ok((entry, enrolled))) => {
+        Ok(Ok((entry, enrolled, generation))) => {
             if let Ok(mut a) = state.agents.write() {
                 *a = Arc::new(enrolled);
             }
+            state.generation.store(generation, Ordering::Release);
             Ok(entry.chain_seq)
         }
         Ok(Err(e)) => Err(e),

@@ -270,6 +270,20 @@ pub fn daemon(ctx: &Ctx) -> Vec<Check> {
                     .call(&Request::Status, limits::CLI_REQUEST_TIMEOUT)
                     .await
                 {
+                    Ok(Response::Status {
+                        pid,
+                        version,
+                        cannot_decide: Some(why),
+                        ..
+                    }) => check(
+                        name,
+                        Status::Fail,
+                        format!(
+                            "running (pid {pid}, version {version}) but it cannot decide, so every call is refused: {}",
+                            crate::approval::visible(&why)
+                        ),
+                        Some("free disk space if the journal cannot be written; otherwise run `holdcall verify`"),
+                    ),
                     Ok(Response::Status { pid, version, .. }) => check(
                         name,
                         Status::Ok,
@@ -522,10 +536,31 @@ pub fn journal(ctx: &Ctx) -> Vec<Check> {
             Some("run `holdcall verify` for the details"),
         ),
         Ok(rep) => match rep.state {
+            ChainState::Broken if rep.problems.is_empty() => check(
+                name,
+                Status::Fail,
+                format!(
+                    "the policies, budgets or agents tables do not match the journal ({} difference(s), the first: {}); the daemon refuses every call",
+                    rep.tables.len(),
+                    rep.tables
+                        .first()
+                        .map(|t| crate::approval::visible(t))
+                        .unwrap_or_default()
+                ),
+                Some("run `holdcall verify` to see every difference"),
+            ),
             ChainState::Broken => check(
                 name,
                 Status::Fail,
-                format!("fails verification ({} problem(s))", rep.problems.len()),
+                format!(
+                    "fails verification ({} problem(s){})",
+                    rep.problems.len(),
+                    if rep.tables.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", and {} table difference(s)", rep.tables.len())
+                    }
+                ),
                 Some("run `holdcall verify` to see which entries"),
             ),
             ChainState::Partial => check(

@@ -822,6 +822,301 @@ fn read_open_sessions(conn: &Connection) -> rusqlite::Result<Vec<String>> {
     rows.collect()
 }
 
+/// SQLite's count of commits by other connections, as this connection sees it: it changes
+/// exactly when someone else committed (never for this connection's own commits).
+fn read_data_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.prepare_cached("PRAGMA data_version")?
+        .query_row([], |r| r.get(0))
+}
+
+/// The body of [`Journal::append_fresh`]: (version read, which items were kept, their entries).
+fn append_fresh_tx(
+    conn: &mut Connection,
+    path: &Path,
+    genesis: &str,
+    items: Vec<(Kind, Fields, bool)>,
+    seen: i64,
+) -> Result<(i64, Vec<bool>, Vec<Entry>), JournalError> {
+    let write_err = |source| JournalError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(write_err)?;
+    let version = read_data_version(&tx).map_err(write_err)?;
+    let changed = version != seen;
+    let mut slots = Vec::with_capacity(items.len());
+    let mut keep = Vec::with_capacity(items.len());
+    for (kind, fields, fresh) in items {
+        let kept = !(changed && fresh);
+        slots.push(kept);
+        if kept {
+            keep.push((kind, fields));
+        }
+    }
+    if keep.is_empty() {
+        return Ok((version, slots, Vec::new()));
+    }
+    let entries = insert_entries(&tx, path, genesis, keep)?;
+    tx.commit().map_err(write_err)?;
+    Ok((version, slots, entries))
+}
+
+/// What [`Journal::load_in_force`] read, all in one snapshot.
+#[derive(Debug, Clone)]
+pub struct InForce {
+    pub data_version: i64,
+    pub policies: Vec<PolicyRow>,
+    pub budgets: Vec<BudgetRow>,
+    pub agents: Vec<crate::agents::Enrolment>,
+    /// How the tables differ from the journal; empty when they agree.
+    pub mismatches: Vec<String>,
+}
+
+fn table_exists(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+        [name],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
+}
+
+/// Rebuilds the policy set, the budgets and the agent enrolments from the journal's own
+/// `policy.change` (their diffs, replayed as `policy show --at` does), `budget.change` and
+/// `agent.change` entries, and names every way the given table contents differ: a rule, budget
+/// or enrolment missing, added or edited behind Holdcall's back. Empty when they agree. The
+/// tables are only a cache of what the journal says; someone who drops the triggers can edit
+/// them, but not without this noticing (short of rewriting the journal too, which only
+/// `verify --expect-head` catches).
+pub fn table_mismatches(
+    conn: &Connection,
+    policies: &[PolicyRow],
+    budgets: &[BudgetRow],
+    agents: &[crate::agents::Enrolment],
+) -> rusqlite::Result<Vec<String>> {
+    let mut out = Vec::new();
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {ENTRY_COLUMNS} FROM journal \
+         WHERE kind IN ('policy.change', 'budget.change', 'agent.change') ORDER BY chain_seq"
+    ))?;
+    let mut rows = stmt.query([])?;
+    let mut text = String::new();
+    let mut text_ok = true;
+    // id -> (scope, description, entry that set it)
+    let mut recorded_budgets: std::collections::BTreeMap<
+        String,
+        (crate::budget::BudgetScope, String, i64),
+    > = std::collections::BTreeMap::new();
+    // name -> (detail JSON, entry that enrolled it)
+    let mut recorded_agents: std::collections::BTreeMap<String, (serde_json::Value, i64)> =
+        std::collections::BTreeMap::new();
+    while let Some(row) = rows.next()? {
+        let chain_seq: i64 = row.get(0)?;
+        let e = match entry_from_row(row) {
+            Ok(e) => e,
+            Err(what) => {
+                out.push(format!(
+                    "entry {chain_seq} cannot be read ({what}), so what is in force cannot be rebuilt from the journal"
+                ));
+                continue;
+            }
+        };
+        let f = &e.fields;
+        match e.kind.as_str() {
+            "policy.change" => {
+                if !text_ok {
+                    continue;
+                }
+                match crate::policy::apply_unified_diff(&text, f.detail.as_deref().unwrap_or("")) {
+                    Ok(t) => text = t,
+                    Err(why) => {
+                        out.push(format!(
+                            "the diff of policy.change entry {chain_seq} does not apply ({why}), so the policy set cannot be rebuilt from the journal"
+                        ));
+                        text_ok = false;
+                    }
+                }
+            }
+            "budget.change" => {
+                let id = f.policy_id.clone().unwrap_or_default();
+                let detail = f.detail.as_deref().unwrap_or("");
+                if let Some(described) = detail.strip_prefix(&format!("+ {id}: ")) {
+                    let scope = crate::budget::BudgetScope {
+                        tool: f.tool.clone(),
+                        agent: f.agent.clone(),
+                        connector: f.connector.clone(),
+                    };
+                    recorded_budgets.insert(id, (scope, described.to_string(), chain_seq));
+                } else if detail.starts_with(&format!("- {id}: ")) {
+                    recorded_budgets.remove(&id);
+                } else {
+                    out.push(format!(
+                        "budget.change entry {chain_seq} says neither which budget was set nor which was removed"
+                    ));
+                }
+            }
+            _ => {
+                let name = f.agent.clone().unwrap_or_default();
+                if f.reason
+                    .as_deref()
+                    .is_some_and(|r| r.starts_with("removed agent "))
+                {
+                    recorded_agents.remove(&name);
+                } else {
+                    match serde_json::from_str::<serde_json::Value>(
+                        f.detail.as_deref().unwrap_or(""),
+                    ) {
+                        Ok(v) => {
+                            recorded_agents.insert(name, (v, chain_seq));
+                        }
+                        Err(_) => out.push(format!(
+                            "agent.change entry {chain_seq} does not say which file was enrolled"
+                        )),
+                    }
+                }
+            }
+        }
+    }
+    if text_ok {
+        policy_mismatches(&text, policies, &mut out);
+    }
+    budget_mismatches(&recorded_budgets, budgets, &mut out);
+    agent_mismatches(&recorded_agents, agents, &mut out);
+    Ok(out)
+}
+
+fn policy_mismatches(recorded: &str, policies: &[PolicyRow], out: &mut Vec<String>) {
+    let before = out.len();
+    let journal: Vec<(String, &str)> = crate::policyfile::split(recorded)
+        .into_iter()
+        .filter_map(|(s, e)| recorded.get(s..e))
+        .map(|piece| {
+            let piece = piece.trim();
+            let id = crate::policy::id_of(piece).unwrap_or_else(|| "(without @id)".into());
+            (id, piece)
+        })
+        .collect();
+    for (id, text) in &journal {
+        match policies.iter().find(|p| &p.id == id) {
+            None => out.push(format!(
+                "rule {id} is missing from the policies table, but the journal's policy.change entries put it in force (deleted behind Holdcall's back)"
+            )),
+            Some(p) if p.text.trim() != *text => out.push(format!(
+                "rule {id}: its text in the policies table differs from the text the journal recorded (edited behind Holdcall's back)"
+            )),
+            Some(_) => {}
+        }
+    }
+    for p in policies {
+        if !journal.iter().any(|(id, _)| id == &p.id) {
+            out.push(format!(
+                "rule {} is in the policies table, but no policy.change entry put it there (inserted behind Holdcall's back)",
+                p.id
+            ));
+        }
+        if p.source == "cli" {
+            let scope = crate::policy::Scope {
+                tool: p.tool.clone(),
+                agent: p.agent.clone(),
+                connector: p.connector.clone(),
+            };
+            let matches = crate::policy::Effect::parse(&p.effect).is_some_and(|effect| {
+                crate::policy::cli_rule_text(&p.id, effect, &scope).trim() == p.text.trim()
+            });
+            if !matches {
+                out.push(format!(
+                    "rule {}: its effect or scope columns in the policies table do not say what its text says (edited behind Holdcall's back)",
+                    p.id
+                ));
+            }
+        }
+    }
+    let table = crate::policy::set_text(policies.iter().map(|p| p.text.as_str()));
+    if out.len() == before && table != recorded {
+        out.push(
+            "the policies table orders the rules differently from the journal (their seq was changed behind Holdcall's back)"
+                .to_string(),
+        );
+    }
+}
+
+fn budget_mismatches(
+    recorded: &std::collections::BTreeMap<String, (crate::budget::BudgetScope, String, i64)>,
+    budgets: &[BudgetRow],
+    out: &mut Vec<String>,
+) {
+    for (id, (scope, described, at)) in recorded {
+        match budgets.iter().find(|b| &b.budget.id == id) {
+            None => out.push(format!(
+                "budget {id} is missing from the budgets table, but budget.change entry {at} set it (deleted behind Holdcall's back)"
+            )),
+            Some(b) if &b.budget.scope() != scope || &b.budget.describe() != described => out
+                .push(format!(
+                    "budget {id}: the budgets table says {}, but budget.change entry {at} set {described} (edited behind Holdcall's back)",
+                    b.budget.describe()
+                )),
+            Some(_) => {}
+        }
+    }
+    for b in budgets {
+        if !recorded.contains_key(&b.budget.id) {
+            out.push(format!(
+                "budget {} is in the budgets table, but no budget.change entry set it (inserted behind Holdcall's back)",
+                b.budget.id
+            ));
+        }
+    }
+}
+
+fn agent_mismatches(
+    recorded: &std::collections::BTreeMap<String, (serde_json::Value, i64)>,
+    agents: &[crate::agents::Enrolment],
+    out: &mut Vec<String>,
+) {
+    for (name, (v, at)) in recorded {
+        let Some(e) = agents.iter().find(|e| &e.name == name) else {
+            out.push(format!(
+                "agent {name} is missing from the agents table, but agent.change entry {at} enrolled it (deleted behind Holdcall's back)"
+            ));
+            continue;
+        };
+        let id = &e.identity;
+        let mut differ = Vec::new();
+        if v["path"].as_str() != Some(e.path.as_str()) {
+            differ.push("path");
+        }
+        for (field, value) in [("dev", id.dev), ("ino", id.ino), ("size", id.size)] {
+            if v[field].as_u64() != Some(value) {
+                differ.push(field);
+            }
+        }
+        for (field, value) in [("mtime_ns", id.mtime_ns), ("ctime_ns", id.ctime_ns)] {
+            if v[field].as_i64() != Some(value) {
+                differ.push(field);
+            }
+        }
+        if v["sha256"].as_str() != Some(e.sha256.as_str()) {
+            differ.push("sha256");
+        }
+        if !differ.is_empty() {
+            out.push(format!(
+                "agent {name}: its {} in the agents table differ from what agent.change entry {at} enrolled (edited behind Holdcall's back)",
+                differ.join(", ")
+            ));
+        }
+    }
+    for e in agents {
+        if !recorded.contains_key(&e.name) {
+            out.push(format!(
+                "agent {} is enrolled in the agents table, but no agent.change entry enrolled it (inserted behind Holdcall's back)",
+                e.name
+            ));
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Files and permissions
 // ---------------------------------------------------------------------------------------------
@@ -1342,6 +1637,7 @@ impl Journal {
                 Ok(pick(entries))
             }
             Err(e) => {
+                self.recover();
                 // If even this read fails, the old head is still what was last committed by us
                 // (the failed transaction rolled back), and the next write reads the head afresh.
                 if let Ok(head) = read_head(&self.conn) {
@@ -1714,6 +2010,86 @@ impl Journal {
         }
     }
 
+    /// Leaves no transaction open after a failed write: SQLite rolls some failures back itself
+    /// (a full disk, an I/O error) and leaves others open, and a connection stuck inside a
+    /// transaction would fail every later `BEGIN`. The next write then starts afresh.
+    pub fn recover(&mut self) {
+        if !self.conn.is_autocommit()
+            && let Err(e) = self.conn.execute_batch("ROLLBACK")
+        {
+            tracing::warn!("rolling back a failed journal write: {e}");
+        }
+    }
+
+    /// What is in force now, read in one `BEGIN IMMEDIATE` transaction (nobody can commit while
+    /// it is read): the three tables, the `PRAGMA data_version` they were read at, and how they
+    /// differ from what the journal recorded ([`table_mismatches`]). Writes nothing.
+    pub fn load_in_force(&mut self) -> Result<InForce, JournalError> {
+        let path = self.path.clone();
+        let read_err = |source| JournalError::Read {
+            path: path.clone(),
+            source,
+        };
+        let result = (|| {
+            let tx = self
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(read_err)?;
+            let data_version = read_data_version(&tx).map_err(read_err)?;
+            let policies = read_policies(&tx).map_err(read_err)?;
+            let budgets = read_budgets(&tx).map_err(read_err)?;
+            let agents = read_agents(&tx).map_err(read_err)?;
+            let mismatches =
+                table_mismatches(&tx, &policies, &budgets, &agents).map_err(read_err)?;
+            // Dropping `tx` rolls back: nothing was written.
+            Ok(InForce {
+                data_version,
+                policies,
+                budgets,
+                agents,
+                mismatches,
+            })
+        })();
+        if result.is_err() {
+            self.recover();
+        }
+        result
+    }
+
+    /// Appends `items` in one IMMEDIATE transaction, first reading `PRAGMA data_version` inside
+    /// it. If that differs from `seen` (another connection committed since the daemon last
+    /// loaded the tables; the writer's own commits never change it), the items marked `fresh`
+    /// (decisions, which depend on the policy in force) are left out: the caller reloads and
+    /// decides them again. Nobody can commit between the check and the append, since the write
+    /// lock is held. Returns the version read and, per item, its entry or `None` if left out.
+    pub fn append_fresh(
+        &mut self,
+        items: Vec<(Kind, Fields, bool)>,
+        seen: i64,
+    ) -> Result<(i64, Vec<Option<Entry>>), JournalError> {
+        let result = append_fresh_tx(&mut self.conn, &self.path, &self.genesis, items, seen);
+        match result {
+            Ok((version, slots, entries)) => {
+                if let Some(last) = entries.last() {
+                    self.head = Some((last.chain_seq, last.hash.clone()));
+                }
+                let mut entries = entries.into_iter();
+                let out = slots
+                    .into_iter()
+                    .map(|kept| if kept { entries.next() } else { None })
+                    .collect();
+                Ok((version, out))
+            }
+            Err(e) => {
+                self.recover();
+                if let Ok(head) = read_head(&self.conn) {
+                    self.head = head;
+                }
+                Err(e)
+            }
+        }
+    }
+
     /// (chain_seq, hash) of the last entry, as of the last write or open.
     pub fn head(&self) -> Option<(i64, String)> {
         self.head.clone()
@@ -1791,6 +2167,10 @@ pub struct VerifyReport {
     pub problems: Vec<Problem>,
     /// One sentence about `--expect-head`, when it was given.
     pub expect_head: Option<String>,
+    /// Every way the policies, budgets and agents tables differ from what the journal's
+    /// `policy.change`, `budget.change` and `agent.change` entries put in force (see
+    /// [`table_mismatches`]); any makes the state [`ChainState::Broken`].
+    pub tables: Vec<String>,
 }
 
 fn plural(n: i64, one: &str, many: &str) -> String {
@@ -1992,6 +2372,25 @@ impl Reader {
         read_connectors(&self.conn, None).map_err(self.read_err())
     }
 
+    /// How the policies, budgets and agents tables differ from what the journal recorded
+    /// ([`table_mismatches`]), read in one snapshot. A table this database does not have yet
+    /// (written by an older build) counts as empty.
+    pub fn table_mismatches(&self) -> Result<Vec<String>, JournalError> {
+        let tx = self.conn.unchecked_transaction().map_err(self.read_err())?;
+        let policies = read_policies(&tx).map_err(self.read_err())?;
+        let budgets = if table_exists(&tx, "budgets").map_err(self.read_err())? {
+            read_budgets(&tx).map_err(self.read_err())?
+        } else {
+            Vec::new()
+        };
+        let agents = if table_exists(&tx, "agents").map_err(self.read_err())? {
+            read_agents(&tx).map_err(self.read_err())?
+        } else {
+            Vec::new()
+        };
+        table_mismatches(&tx, &policies, &budgets, &agents).map_err(self.read_err())
+    }
+
     /// Walks the whole chain in chain_seq order and names every problem it finds (see
     /// docs/journal-format.md, "Verification"). Without `machine_id`, entry 1's prev_hash is taken
     /// as given ([`ChainState::Partial`]). `expect_head` is a head recorded earlier: the chain must
@@ -2135,7 +2534,8 @@ impl Reader {
             }
         });
 
-        let state = if !problems.is_empty() {
+        let tables = self.table_mismatches()?;
+        let state = if !problems.is_empty() || !tables.is_empty() {
             ChainState::Broken
         } else if entries == 0 {
             ChainState::Empty
@@ -2150,6 +2550,7 @@ impl Reader {
             head,
             problems,
             expect_head: expect_verdict,
+            tables,
         })
     }
 }
@@ -2421,7 +2822,9 @@ mod tests {
         j.change_agent(AgentChange::Remove { name: "a".into() }, Fields::default())?;
         assert!(j.agents()?.is_empty());
         let report = verify(&f, None)?;
-        assert_eq!(report.state, ChainState::Intact);
+        // The chain is intact; these entries carry no enrolment detail, so the tables check
+        // (tested on its own) has its say too.
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
         assert_eq!(report.entries, 3);
         Ok(())
     }
@@ -2660,7 +3063,9 @@ mod tests {
         let after = j.append(Kind::SessionStart, session("s2"))?;
         assert_eq!(after.chain_seq, 3);
         assert_eq!(Some(after.prev_hash.clone()), head_before.map(|h| h.1));
-        assert_eq!(verify(&f, None)?.state, ChainState::Intact);
+        // The chain is intact (the policy.change entry here carries no diff, so the tables
+        // check, tested on its own, disagrees with the table).
+        assert!(verify(&f, None)?.problems.is_empty());
         Ok(())
     }
 
@@ -3380,6 +3785,93 @@ mod tests {
         assert!(json.get("fields").is_none());
         assert_eq!(serde_json::to_string(&Durability::Power)?, "\"power\"");
         assert_eq!(serde_json::to_string(&ChainState::Intact)?, "\"intact\"");
+        Ok(())
+    }
+
+    #[test]
+    fn a_commit_by_another_connection_makes_fresh_appends_stale_until_reloaded() -> TestResult {
+        let f = fixture()?;
+        let mut j = journal_with(&f, 1)?;
+        let seen = j.load_in_force()?.data_version;
+        // The writer's own commits do not move data_version.
+        let (v, out) = j.append_fresh(
+            vec![(Kind::CallRequest, call("s1", 1, "echo", "allow"), true)],
+            seen,
+        )?;
+        assert_eq!(v, seen);
+        assert!(out.iter().all(Option::is_some));
+        // Another connection's commit does: decisions are left out, other entries go in.
+        tamperer(&f)?.execute("INSERT INTO meta(key, value) VALUES ('x', 'y')", [])?;
+        let (v, out) = j.append_fresh(
+            vec![
+                (Kind::CallRequest, call("s1", 2, "echo", "allow"), true),
+                (Kind::SessionEnd, session("s1"), false),
+            ],
+            seen,
+        )?;
+        assert_ne!(v, seen);
+        assert!(
+            out.first().is_some_and(Option::is_none),
+            "the decision was recorded"
+        );
+        assert!(out.get(1).is_some_and(Option::is_some));
+        // After a reload at the new version, decisions are recorded again.
+        let reloaded = j.load_in_force()?.data_version;
+        assert_eq!(reloaded, v);
+        let (_, out) = j.append_fresh(
+            vec![(Kind::CallRequest, call("s1", 3, "echo", "allow"), true)],
+            reloaded,
+        )?;
+        assert!(out.iter().all(Option::is_some));
+        assert_eq!(verify(&f, None)?.state, ChainState::Intact);
+        Ok(())
+    }
+
+    #[test]
+    fn tables_are_checked_against_the_recorded_policy_diffs_budgets_and_enrolments() -> TestResult {
+        let f = fixture()?;
+        let mut j = journal_with(&f, 1)?;
+        let mut p = new_policy(j.next_policy_seq()?, "policy1", "deny");
+        // As an imported file's policy: its columns carry no scope of their own.
+        p.source = "file:t.cedar".into();
+        p.tool = None;
+        let diff = crate::policy::unified_diff(
+            "",
+            &crate::policy::set_text([p.text.as_str()]),
+            "policy before",
+            "policy after",
+        );
+        j.change_policies(
+            vec![p],
+            vec![],
+            Fields {
+                detail: Some(diff),
+                ..Fields::default()
+            },
+        )?;
+        j.change_budget(BudgetChange::Set {
+            calls: 2,
+            scope: crate::budget::BudgetScope {
+                tool: Some("echo".into()),
+                ..Default::default()
+            },
+        })?;
+        assert_eq!(j.load_in_force()?.mismatches, Vec::<String>::new());
+        assert_eq!(verify(&f, None)?.state, ChainState::Intact);
+        let t = tamperer(&f)?;
+        t.execute("UPDATE budgets SET calls = 9", [])?;
+        t.execute("DELETE FROM policies", [])?;
+        let m = j.load_in_force()?.mismatches;
+        assert_eq!(m.len(), 2, "{m:?}");
+        assert!(
+            m.iter().any(|x| x.contains("rule policy1 is missing")),
+            "{m:?}"
+        );
+        assert!(m.iter().any(|x| x.contains("budget budget-1:")), "{m:?}");
+        let report = verify(&f, None)?;
+        assert_eq!(report.state, ChainState::Broken);
+        assert!(report.problems.is_empty());
+        assert_eq!(report.tables, m);
         Ok(())
     }
 }

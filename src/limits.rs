@@ -13,6 +13,14 @@ pub const FRAME_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// Past it the call is refused: a decision that comes late is no decision.
 pub const DECISION_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How many times (attempts) the daemon decides one call when the policy in force keeps
+/// changing under it (each change, or a reload after another process changed the database,
+/// makes the decision stale before it is recorded). One change meanwhile is ordinary; three in a
+/// row within one call means something keeps rewriting the database, and the call is refused
+/// rather than decided against a moving target. Each attempt is a decision plus at most one
+/// reload, well inside `DECISION_TIMEOUT`.
+pub const STALE_DECISION_ATTEMPTS_MAX: u32 = 3;
+
 /// Largest line either end accepts on the daemon socket (bytes). Bounds what an unverified or
 /// misbehaving peer can make the daemon buffer.
 pub const SOCKET_LINE_BYTES_MAX: usize = 2 * 1024 * 1024;

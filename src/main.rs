@@ -25,6 +25,10 @@ fn main() {
         .with_writer(std::io::stderr)
         .with_env_filter(filter)
         .with_ansi(false)
+        // A log that cannot be written (daemon.log on a full disk) is skipped: tracing would
+        // otherwise report it with `eprintln!`, which panics when stderr fails, and take down
+        // whichever thread was logging (the journal writer, say).
+        .log_internal_errors(false)
         .init();
     let code = match holdcall::cli::run(cli) {
         Ok(code) => code,

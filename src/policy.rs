@@ -1319,13 +1319,7 @@ impl PolicySet {
     /// The whole set as Cedar text: policies in seq order, one blank line between them, a
     /// final newline; `""` when empty. Stable, so two versions can be diffed.
     pub fn text(&self) -> String {
-        if self.infos.is_empty() {
-            return String::new();
-        }
-        let parts: Vec<&str> = self.infos.iter().map(|i| i.text.trim()).collect();
-        let mut out = parts.join("\n\n");
-        out.push('\n');
-        out
+        set_text(self.infos.iter().map(|i| i.text.as_str()))
     }
 
     /// The daemon's decision for one call. Pure; Cedar evaluations of the (at most four) buckets
@@ -1745,6 +1739,26 @@ fn diagnostics(permits: &[Response], forbids: &[Response]) -> CedarDiagnostics {
 // ---------------------------------------------------------------------------------------------
 // Diffs
 // ---------------------------------------------------------------------------------------------
+
+/// The text of a whole set from its policies' texts in seq order, as [`PolicySet::text`] gives
+/// it (and as every `policy.change` diff is taken over): trimmed, one blank line between them,
+/// a final newline; `""` when empty.
+pub fn set_text<'a>(texts: impl IntoIterator<Item = &'a str>) -> String {
+    let parts: Vec<&str> = texts.into_iter().map(str::trim).collect();
+    if parts.is_empty() {
+        return String::new();
+    }
+    let mut out = parts.join("\n\n");
+    out.push('\n');
+    out
+}
+
+/// The `@id` of one policy's text, if it parses and has one.
+pub fn id_of(text: &str) -> Option<String> {
+    Policy::parse(None, text)
+        .ok()
+        .and_then(|p| p.annotation(ID_ANNOTATION).map(str::to_string))
+}
 
 /// A unified line diff with 3 lines of context and the given labels; `""` when equal.
 pub fn unified_diff(before: &str, after: &str, before_label: &str, after_label: &str) -> String {

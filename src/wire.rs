@@ -302,6 +302,10 @@ pub enum Response {
         head: Option<String>,
         entries: Option<i64>,
         durability: String,
+        /// Why this daemon decides nothing right now (every call is refused), if so: the
+        /// journal cannot be written (a full disk…), or the tables do not match the journal.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cannot_decide: Option<String>,
     },
 }
 
