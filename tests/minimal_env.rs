@@ -104,20 +104,13 @@ fn assert_denied_by_policy(a: &serde_json::Value) {
 
 fn assert_forwarded(r: &Relay, needle: &str) {
     assert!(
-        r.recorded()
-            .iter()
-            .any(|l| String::from_utf8_lossy(l).contains(needle)),
+        r.server_got(needle.as_bytes()),
         "the server never got {needle}"
     );
 }
 
 fn assert_not_forwarded(r: &Relay, needle: &str) {
-    assert!(
-        !r.recorded()
-            .iter()
-            .any(|l| String::from_utf8_lossy(l).contains(needle)),
-        "the server got {needle}"
-    );
+    assert!(!r.server_got(needle.as_bytes()), "the server got {needle}");
 }
 
 /// The relay's daemon is the shell's: the shell's `status` sees it running, and a deny added

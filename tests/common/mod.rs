@@ -425,6 +425,13 @@ impl Relay {
         split_lines(&std::fs::read(&self.record).unwrap())
     }
 
+    /// Whether any line the server received so far contains `needle` (not empty).
+    pub fn server_got(&self, needle: &[u8]) -> bool {
+        self.recorded()
+            .iter()
+            .any(|l| l.windows(needle.len()).any(|w| w == needle))
+    }
+
     /// Every line a fixture server wrote so far, with newlines (fixtures only).
     pub fn server_wrote(&self) -> Vec<Vec<u8>> {
         let mut out = self.record.clone().into_os_string();
