@@ -15,7 +15,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Env, PATIENCE};
+use common::{Env, KillOnDrop, PATIENCE, signal_pid};
+use nix::sys::signal::Signal;
 
 /// The tests of this file run one at a time: the load test's CPU burners must not slow the
 /// others past their deadlines (a daemon that takes longer than `DAEMON_START_TIMEOUT` to start
@@ -24,20 +25,6 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Kills helper processes when a test ends, passing or not.
-struct KillOnDrop(Vec<i32>);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        for &p in &self.0 {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(p),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-    }
 }
 
 /// Kills (by pid, through `Child::kill`) and reaps the processes a test started.
@@ -98,12 +85,24 @@ fn log(env: &Env) -> String {
     std::fs::read_to_string(env.home().join("daemon.log")).unwrap_or_default()
 }
 
-#[test]
-fn a_second_daemon_for_the_same_home_cannot_start_while_one_runs() {
-    let _serial = serial();
+/// This file's turn (see `SERIAL`), a fresh home, and the pid of the daemon started for it.
+fn started() -> (std::sync::MutexGuard<'static, ()>, Env, i64) {
+    let serial = serial();
     let env = Env::fast();
     env.ok(&["daemon", "start"]);
-    let first = holder(&env).unwrap();
+    let pid = holder(&env).unwrap();
+    (serial, env, pid)
+}
+
+/// `daemon status` says the daemon `pid` runs and answers.
+fn assert_running(env: &Env, pid: i64) {
+    let status = env.ok(&["daemon", "status"]);
+    assert!(status.contains(&format!("running (pid {pid},")), "{status}");
+}
+
+#[test]
+fn a_second_daemon_for_the_same_home_cannot_start_while_one_runs() {
+    let (_serial, env, first) = started();
     let second = env.run(&["daemon", "run"]);
     let said = text(&second);
     assert!(said.contains("a daemon is already running"), "{said}");
@@ -111,45 +110,30 @@ fn a_second_daemon_for_the_same_home_cannot_start_while_one_runs() {
     // The first keeps serving.
     assert!(env.ok(&["policy", "deny", "rm"]).contains("rm"));
     assert_eq!(holder(&env), Some(first));
-    assert!(
-        env.ok(&["daemon", "status"])
-            .contains(&format!("running (pid {first},"))
-    );
+    assert_running(&env, first);
 }
 
 #[test]
 fn a_second_daemon_through_a_symlink_to_the_home_cannot_start_either() {
-    let _serial = serial();
-    let env = Env::fast();
-    env.ok(&["daemon", "start"]);
-    let first = holder(&env).unwrap();
+    let (_serial, env, first) = started();
     // The home itself as a symlink is refused outright (config refuses a symlinked home).
     let link = env.dir.path().join("link");
     std::os::unix::fs::symlink(env.home(), &link).unwrap();
-    let refused = env
-        .cmd(&["daemon", "run"])
-        .env("HOLDCALL_HOME", &link)
-        .output()
-        .unwrap();
+    let at = |home: &std::path::Path, args: &[&str]| {
+        env.cmd(args).env("HOLDCALL_HOME", home).output().unwrap()
+    };
+    let refused = at(&link, &["daemon", "run"]);
     assert!(!refused.status.success(), "{}", text(&refused));
     // A symlink on the way to it: the same home under another name.
     let alias = env.dir.path().join("alias");
     std::os::unix::fs::symlink(env.dir.path(), &alias).unwrap();
     let link = alias.join("home");
-    let second = env
-        .cmd(&["daemon", "run"])
-        .env("HOLDCALL_HOME", &link)
-        .output()
-        .unwrap();
+    let second = at(&link, &["daemon", "run"]);
     let said = text(&second);
     assert!(said.contains("a daemon is already running"), "{said}");
     assert!(said.contains(&format!("pid {first} holds")), "{said}");
     // Through the other spelling, the same daemon answers.
-    let status = env
-        .cmd(&["daemon", "status"])
-        .env("HOLDCALL_HOME", &link)
-        .output()
-        .unwrap();
+    let status = at(&link, &["daemon", "status"]);
     assert!(
         text(&status).contains(&format!("running (pid {first},")),
         "{}",
@@ -180,18 +164,14 @@ fn a_command_that_starts_the_daemon_is_never_refused_as_an_impostor_on_a_loaded_
     let rounds = 40;
     for round in 0..rounds {
         let env = Env::fast();
-        let a = env
-            .cmd(&["policy", "list"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let b = env
-            .cmd(&["policy", "list"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let list = || {
+            env.cmd(&["policy", "list"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (list(), list());
         for out in [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()] {
             let said = text(&out);
             assert!(out.status.success(), "round {round}: {said}");
@@ -217,10 +197,7 @@ fn a_command_that_starts_the_daemon_is_never_refused_as_an_impostor_on_a_loaded_
 
 #[test]
 fn a_removed_socket_is_put_back_and_a_new_command_reaches_the_same_daemon() {
-    let _serial = serial();
-    let env = Env::fast();
-    env.ok(&["daemon", "start"]);
-    let pid = holder(&env).unwrap();
+    let (_serial, env, pid) = started();
     let socket = env.home().join("daemon.sock");
     std::fs::remove_file(&socket).unwrap();
     // A command started now waits for the socket to come back rather than start a second
@@ -248,10 +225,7 @@ fn a_removed_socket_is_put_back_and_a_new_command_reaches_the_same_daemon() {
 
 #[test]
 fn a_daemon_whose_socket_cannot_come_back_is_still_found_by_status_and_stopped_by_stop() {
-    let _serial = serial();
-    let env = Env::fast();
-    env.ok(&["daemon", "start"]);
-    let pid = holder(&env).unwrap();
+    let (_serial, env, pid) = started();
     let socket = env.home().join("daemon.sock");
     std::fs::remove_file(&socket).unwrap();
     // A directory where the socket was: the daemon cannot put its socket back.
@@ -279,10 +253,7 @@ fn a_daemon_whose_socket_cannot_come_back_is_still_found_by_status_and_stopped_b
 
 #[test]
 fn status_says_running_and_stop_stops_the_daemon_after_its_socket_is_removed() {
-    let _serial = serial();
-    let env = Env::fast();
-    env.ok(&["daemon", "start"]);
-    let pid = holder(&env).unwrap();
+    let (_serial, env, pid) = started();
     std::fs::remove_file(env.home().join("daemon.sock")).unwrap();
     // Whether or not the daemon has put its socket back yet, status finds it by its lock.
     let status = env.run(&["daemon", "status"]);
@@ -299,36 +270,24 @@ fn status_says_running_and_stop_stops_the_daemon_after_its_socket_is_removed() {
 
 #[test]
 fn restart_after_the_socket_is_removed_replaces_the_daemon() {
-    let _serial = serial();
-    let env = Env::fast();
-    env.ok(&["daemon", "start"]);
-    let pid = holder(&env).unwrap();
+    let (_serial, env, pid) = started();
     std::fs::remove_file(env.home().join("daemon.sock")).unwrap();
     let out = env.run(&["daemon", "restart"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let now = holder(&env).unwrap();
     assert_ne!(now, pid);
     assert!(!alive(pid));
-    assert!(
-        env.ok(&["daemon", "status"])
-            .contains(&format!("running (pid {now},"))
-    );
+    assert_running(&env, now);
 }
 
 #[test]
 fn status_names_the_signal_a_daemon_died_of_and_a_new_daemon_clears_it() {
-    let _serial = serial();
-    let env = Env::fast();
-    env.ok(&["daemon", "start"]);
-    let pid = holder(&env).unwrap();
+    let (_serial, env, pid) = started();
     // SIGBUS, as a daemon gets from a `-shm` file it can no longer map. Rust's runtime catches
     // the first SIGBUS (it looks for a stack overflow) and restores the default, so the signal
     // is sent until the process is gone.
     eventually("the daemon dies of SIGBUS", || {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid as i32),
-            nix::sys::signal::Signal::SIGBUS,
-        );
+        let _ = signal_pid(pid as i32, Signal::SIGBUS);
         std::thread::sleep(Duration::from_millis(50));
         !alive(pid)
     });
@@ -355,15 +314,8 @@ fn status_names_the_signal_a_daemon_died_of_and_a_new_daemon_clears_it() {
 
 #[test]
 fn status_names_sigkill_too() {
-    let _serial = serial();
-    let env = Env::fast();
-    env.ok(&["daemon", "start"]);
-    let pid = holder(&env).unwrap();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    let (_serial, env, pid) = started();
+    signal_pid(pid as i32, Signal::SIGKILL).unwrap();
     eventually("status names SIGKILL", || {
         text(&env.run(&["status"])).contains("killed by SIGKILL")
     });
@@ -432,10 +384,7 @@ while True:
 
 #[test]
 fn doctor_fails_on_a_daemon_run_for_this_home_that_does_not_hold_its_lock() {
-    let _serial = serial();
-    let env = Env::fast();
-    env.ok(&["daemon", "start"]);
-    let lock_holder = holder(&env).unwrap();
+    let (_serial, env, lock_holder) = started();
     // A `daemon run` of this binary for this home, frozen before it could take the lock or
     // give up: a second daemon in all but the lock.
     let second = env
@@ -455,11 +404,7 @@ fn doctor_fails_on_a_daemon_run_for_this_home_that_does_not_hold_its_lock() {
             "the second `daemon run` never started"
         );
     }
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(second_pid),
-        nix::sys::signal::Signal::SIGSTOP,
-    )
-    .unwrap();
+    signal_pid(second_pid, Signal::SIGSTOP).unwrap();
     let _guard = KillOnDrop(vec![second_pid]);
     let out = env.run(&["doctor"]);
     let said = text(&out);
@@ -470,11 +415,7 @@ fn doctor_fails_on_a_daemon_run_for_this_home_that_does_not_hold_its_lock() {
     );
     assert!(said.contains(&format!("pid {lock_holder} does")), "{said}");
     assert!(said.contains(&format!("kill {second_pid}")), "{said}");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(second_pid),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    signal_pid(second_pid, Signal::SIGKILL).unwrap();
     let mut second = second;
     let _ = second.wait();
     // With it gone (and the child it may have started, which finds the lock taken), the

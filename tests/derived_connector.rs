@@ -26,8 +26,7 @@ fn named_server(env: &Env) -> PathBuf {
 
 fn relay_without_connector(env: &Env, extra: &[&str]) -> Relay {
     let server = named_server(env);
-    let record = env.dir.path().join("record.log");
-    std::fs::write(&record, b"").unwrap();
+    let record = env.new_record("derived");
     let mut args = vec!["serve"];
     args.extend_from_slice(extra);
     args.extend_from_slice(&[

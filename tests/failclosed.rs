@@ -19,35 +19,12 @@ fn socket_of(env: &Env) -> String {
     v["socket"].as_str().unwrap().to_string()
 }
 
-/// Kills helper processes when a test ends, passing or not, so none outlives it holding the
-/// test runner's pipes.
-struct KillOnDrop(Vec<i32>);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        for &p in &self.0 {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(p),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-    }
-}
-
 /// Runs `holdcall serve` with a server command that would leave a mark; the relay must exit 1
 /// without running it. Returns its stderr.
 fn serve_starts_nothing(env: &Env) -> String {
     let marker = env.dir.path().join("server-ran");
     let out = env
-        .cmd(&[
-            "serve",
-            "--connector",
-            "demo",
-            "--",
-            "/bin/sh",
-            "-c",
-            &format!("touch '{}'", marker.display()),
-        ])
+        .serve_shell(&format!("touch '{}'", marker.display()))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -363,11 +340,7 @@ fn a_stopped_daemon_at_session_start_leaves_the_server_answering_and_every_call_
     let bound = holdcall::limits::DECISION_TIMEOUT + std::time::Duration::from_secs(3);
     assert!(took < bound, "the call was refused after {took:?}");
     r.barrier(1);
-    assert!(
-        !r.recorded()
-            .iter()
-            .any(|l| l.windows(9).any(|w| w == b"undecided"))
-    );
+    assert!(!r.server_got(b"undecided"));
     let stderr = r.finish();
     assert!(stderr.contains("did not answer within"), "{stderr}");
 }

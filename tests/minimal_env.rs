@@ -53,12 +53,6 @@ fn sdk_default_env(c: &mut Command, env: &Env) {
         .env("USER", "tester");
 }
 
-fn new_record(env: &Env, name: &str) -> PathBuf {
-    let record = env.dir.path().join(format!("record-{name}.log"));
-    std::fs::write(&record, b"").unwrap();
-    record
-}
-
 /// `holdcall --home HOME serve …` in front of the demo server, as `init` writes the entry.
 fn routed_args(home: &Path, record: &Path) -> Vec<String> {
     let bin = Env::bin();
@@ -80,7 +74,7 @@ fn routed_args(home: &Path, record: &Path) -> Vec<String> {
 
 /// A relay started with exactly the SDK's default environment.
 fn sdk_relay(env: &Env) -> Relay {
-    let record = new_record(env, "sdk");
+    let record = env.new_record("sdk");
     let mut c = Command::new(Env::bin());
     c.args(routed_args(&env.home(), &record));
     sdk_default_env(&mut c, env);
@@ -89,7 +83,7 @@ fn sdk_relay(env: &Env) -> Relay {
 
 /// A relay started as `env -i HOME=… PATH=… holdcall --home … serve …`.
 fn env_i_relay(env: &Env) -> Relay {
-    let record = new_record(env, "env-i");
+    let record = env.new_record("env-i");
     let mut c = Command::new("env");
     c.arg("-i")
         .arg(format!("HOME={}", env.user_home().display()))
@@ -110,20 +104,13 @@ fn assert_denied_by_policy(a: &serde_json::Value) {
 
 fn assert_forwarded(r: &Relay, needle: &str) {
     assert!(
-        r.recorded()
-            .iter()
-            .any(|l| String::from_utf8_lossy(l).contains(needle)),
+        r.server_got(needle.as_bytes()),
         "the server never got {needle}"
     );
 }
 
 fn assert_not_forwarded(r: &Relay, needle: &str) {
-    assert!(
-        !r.recorded()
-            .iter()
-            .any(|l| String::from_utf8_lossy(l).contains(needle)),
-        "the server got {needle}"
-    );
+    assert!(!r.server_got(needle.as_bytes()), "the server got {needle}");
 }
 
 /// The relay's daemon is the shell's: the shell's `status` sees it running, and a deny added
@@ -208,7 +195,7 @@ fn a_shell_relying_on_xdg_data_home_alone_and_the_entry_init_wrote_share_one_hom
     let data = data_dir(&env);
     let home = data.join("holdcall");
     let _stop = StopDaemon(home.clone());
-    let record = new_record(&env, "init");
+    let record = env.new_record("init");
     // A Claude Code user file with one plain stdio server.
     let claude = env.user_home().join(".claude.json");
     let entry = serde_json::json!({"mcpServers": {"demo": {

@@ -463,24 +463,14 @@ fn a_client_that_stops_the_relay_with_sigterm_ends_the_session_ordinarily() {
 fn a_client_that_closes_while_the_server_is_still_starting_ends_the_session_ordinarily() {
     // The client gives up before the server has even read its initialize.
     let env = Env::new();
-    let record = env.dir.path().join("slow-record.log");
-    std::fs::write(&record, b"").unwrap();
+    let record = env.new_record("slow");
     let bin = Env::bin();
     let script = format!(
         "sleep 1; exec '{}' demo-server --record '{}'",
         bin.display(),
         record.display()
     );
-    let cmd = env.cmd(&[
-        "serve",
-        "--connector",
-        "demo",
-        "--",
-        "/bin/sh",
-        "-c",
-        &script,
-    ]);
-    let mut r = spawn_relay(cmd, record);
+    let mut r = spawn_relay(env.serve_shell(&script), record);
     r.send(INIT.as_bytes());
     r.finish();
     assert_eq!(session_end_reason(&env), "the client closed the connection");

@@ -190,7 +190,8 @@ impl Env {
         )
     }
 
-    fn new_record(&self, connector: &str) -> PathBuf {
+    /// A fresh, empty file for a demo or fixture server's `--record`, named after `connector`.
+    pub fn new_record(&self, connector: &str) -> PathBuf {
         let record = self
             .dir
             .path()
@@ -223,6 +224,19 @@ impl Env {
             None => c.env_remove("DBUS_SESSION_BUS_ADDRESS"),
         };
         spawn_relay(c, record)
+    }
+
+    /// `holdcall serve --connector demo -- /bin/sh -c SCRIPT`, not yet started.
+    pub fn serve_shell(&self, script: &str) -> Command {
+        self.cmd(&[
+            "serve",
+            "--connector",
+            "demo",
+            "--",
+            "/bin/sh",
+            "-c",
+            script,
+        ])
     }
 
     /// Starts `holdcall serve` in front of the server command `server`.
@@ -300,6 +314,23 @@ pub fn fixture(name: &str) -> PathBuf {
 impl Drop for Env {
     fn drop(&mut self) {
         let _ = self.cmd(&["daemon", "stop"]).output();
+    }
+}
+
+/// Sends `signal` to the process `pid`, which the test started itself.
+pub fn signal_pid(pid: i32, signal: nix::sys::signal::Signal) -> nix::Result<()> {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal)
+}
+
+/// SIGKILLs the helper processes a test started (by pid) when it ends, passing or not, so none
+/// outlives it holding the test runner's pipes.
+pub struct KillOnDrop(pub Vec<i32>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        for &p in &self.0 {
+            let _ = signal_pid(p, nix::sys::signal::Signal::SIGKILL);
+        }
     }
 }
 
@@ -392,6 +423,13 @@ impl Relay {
     /// Every line the server received so far, with newlines.
     pub fn recorded(&self) -> Vec<Vec<u8>> {
         split_lines(&std::fs::read(&self.record).unwrap())
+    }
+
+    /// Whether any line the server received so far contains `needle` (not empty).
+    pub fn server_got(&self, needle: &[u8]) -> bool {
+        self.recorded()
+            .iter()
+            .any(|l| l.windows(needle.len()).any(|w| w == needle))
     }
 
     /// Every line a fixture server wrote so far, with newlines (fixtures only).

@@ -393,6 +393,19 @@ def answered_calls(logdir: Path) -> list[tuple[str, bool]]:
     ]
 
 
+def refusal_text(result: dict[str, Any]) -> str:
+    """The text blocks of a tool result, joined: a refusal's words, or what the tool returned."""
+    return "".join(block.get("text", "") for block in result.get("content", []))
+
+
+def assert_refused_by_holdcall(result: dict[str, Any]) -> None:
+    """A tool error in Holdcall's words for a refused call, telling the agent not to retry."""
+    assert result.get("isError") is True, result
+    text = refusal_text(result)
+    assert text.startswith("Holdcall refused this call"), text
+    assert "Do not retry automatically" in text, text
+
+
 # ---------------------------------------------------------------------------------------------
 # The TypeScript SDK client (ts_client.mjs), remote-controlled
 

@@ -19,10 +19,12 @@ from mcp import Client
 from rig import (
     EVERYTHING,
     Holdcall,
+    assert_refused_by_holdcall,
     assert_same_lines,
     direct,
     filesystem_server,
     lines,
+    refusal_text,
     run_session,
     through_relay,
     to_plain,
@@ -45,16 +47,6 @@ def holdcall():
         yield instance
     finally:
         instance.close()
-
-
-def refusal_text(result: dict[str, Any]) -> str:
-    return "".join(block.get("text", "") for block in result.get("content", []))
-
-
-def assert_refused_by_holdcall(result: dict[str, Any]) -> None:
-    assert result.get("isError") is True, result
-    text = refusal_text(result)
-    assert "Holdcall" in text and "retry" in text, text
 
 
 def split_refused(logdir: Path, refused_tools: set[str]) -> None:

@@ -26,7 +26,9 @@ from rig import (
     SDK_DEFAULT_ENVIRONMENT,
     DesktopHoldcall,
     TsClient,
+    assert_refused_by_holdcall,
     direct,
+    refusal_text,
     tool_calls,
 )
 
@@ -41,17 +43,6 @@ def desktop():
         yield instance
     finally:
         instance.close()
-
-
-def refusal_text(result: dict[str, Any]) -> str:
-    return "".join(block.get("text", "") for block in result.get("content", []))
-
-
-def assert_refused_by_holdcall(result: dict[str, Any]) -> None:
-    assert result.get("isError") is True, result
-    text = refusal_text(result)
-    assert text.startswith("Holdcall refused this call"), text
-    assert "Do not retry automatically" in text, text
 
 
 def decisions(holdcall: DesktopHoldcall) -> list[tuple[str, str]]:
