@@ -1047,6 +1047,16 @@ impl ClientPump {
                 }
                 true
             }
+            ClientFrame::DisguisedKey { id } => {
+                // Never forwarded: a server that trims keys would read a method or params the
+                // relay did not see.
+                let reply = id.map(frame::disguised_key_refusal);
+                self.anomaly(Anomaly::DisguisedKey);
+                if let Some(reply) = reply {
+                    let _ = self.out_tx.send(reply).await;
+                }
+                true
+            }
             ClientFrame::BatchWithCall { ids } => {
                 let reply = frame::batch_refusal(&ids, frame::DENIED_BATCH);
                 self.anomaly(Anomaly::Batch);
