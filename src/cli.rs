@@ -1815,7 +1815,14 @@ fn signal_lock_holder(home: &Home, pid: i32) -> Result<(), CliError> {
         nix::unistd::Pid::from_raw(pid),
         nix::sys::signal::Signal::SIGTERM,
     )
-    .map_err(|e| CliError::Refused(format!("cannot stop pid {pid}: {e}")))
+    .map_err(|e| CliError::Refused(format!("cannot stop pid {pid}: {e}")))?;
+    // A daemon stopped with SIGSTOP (the "not answering" case `status` suggests a restart for)
+    // only acts on the SIGTERM once continued.
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGCONT,
+    );
+    Ok(())
 }
 
 async fn stop_daemon(home: &Home) -> Result<i32, CliError> {

@@ -483,3 +483,43 @@ fn doctor_fails_on_a_daemon_run_for_this_home_that_does_not_hold_its_lock() {
         !text(&env.run(&["doctor"])).contains("second daemon")
     });
 }
+
+/// Sends SIGCONT to a process this test stopped, when the test ends, passing or not.
+struct ContinueOnDrop(i32);
+
+impl Drop for ContinueOnDrop {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.0),
+            nix::sys::signal::Signal::SIGCONT,
+        );
+    }
+}
+
+#[test]
+fn restart_replaces_a_daemon_that_was_stopped_with_sigstop() {
+    // Found in review of issue 12, item 9: `status` and `daemon start` say to run
+    // `holdcall daemon restart` for a daemon that does not answer, but a SIGSTOPped daemon
+    // never acted on the SIGTERM: restart said "the daemon did not stop within 5s" (rc 1).
+    let _serial = serial();
+    let env = Env::fast();
+    env.ok(&["daemon", "start"]);
+    let pid = holder(&env).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGSTOP,
+    )
+    .unwrap();
+    let _continue = ContinueOnDrop(pid as i32);
+    let status = env.run(&["daemon", "status"]);
+    assert!(text(&status).contains("not answering"), "{}", text(&status));
+    let out = env.run(&["daemon", "restart"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    eventually("the stopped daemon's process is gone", || !alive(pid));
+    let now = holder(&env).unwrap();
+    assert_ne!(now, pid);
+    assert!(
+        env.ok(&["daemon", "status"])
+            .contains(&format!("running (pid {now},"))
+    );
+}
