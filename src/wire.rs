@@ -807,6 +807,24 @@ pub struct DaemonLock {
     _file: std::fs::File,
 }
 
+impl DaemonLock {
+    /// The device and inode of the locked file, read from the open descriptor (fstat: nothing
+    /// is opened, so the lock is safe).
+    pub fn identity(&self) -> Option<(u64, u64)> {
+        use std::os::unix::fs::MetadataExt as _;
+        self._file.metadata().ok().map(|m| (m.dev(), m.ino()))
+    }
+}
+
+/// The device and inode of the file now at `<home>/daemon.lock`, by `lstat` (nothing is opened,
+/// so the daemon may call it: see [`DaemonLock`]); None when nothing is there.
+pub fn lock_file_identity(home: &Home) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::symlink_metadata(home.lock_path())
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
 /// `l_type` and friends as `libc::flock` spells them (`c_short` on every platform).
 fn whole_file(kind: nix::libc::c_int) -> nix::libc::flock {
     nix::libc::flock {

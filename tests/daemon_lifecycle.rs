@@ -523,3 +523,64 @@ fn restart_replaces_a_daemon_that_was_stopped_with_sigstop() {
             .contains(&format!("running (pid {now},"))
     );
 }
+
+/// The pids of the daemons (`daemon run --child`) serving `env`'s home, by their command lines.
+fn daemons_of(env: &Env) -> Vec<i64> {
+    let home = env.home();
+    let home = home.to_str().unwrap().as_bytes();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i64>().ok()) else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+        if args.contains(&&b"--child"[..]) && args.contains(&home) && alive(pid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_removed_lock_never_lets_a_second_daemon_serve_the_home() {
+    // Found in review of issue 12, items 1 and 4: after `rm daemon.lock` (say, cleaning up
+    // `daemon.*`), a second daemon could lock a new file and serve the home beside the first;
+    // the two then took the socket from each other every second, each deciding for whichever
+    // relay reached it.
+    let _serial = serial();
+    let env = Env::fast();
+    env.ok(&["daemon", "start"]);
+    let first = holder(&env).unwrap();
+    std::fs::remove_file(env.home().join("daemon.lock")).unwrap();
+    let second = env
+        .cmd(&["daemon", "run"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut reap = Reap(vec![second]);
+    // Either the first daemon takes its lock again before the second gets it (and the second
+    // cannot start: its supervisor ends), or it leaves the home to the second (and ends):
+    // then one daemon, the holder of the lock.
+    eventually("the second daemon started or gave up", || {
+        !daemons_of(&env).contains(&first)
+            || reap.0.first_mut().unwrap().try_wait().unwrap().is_some()
+    });
+    std::thread::sleep(3 * holdcall::limits::SOCKET_CHECK_INTERVAL);
+    let daemons = daemons_of(&env);
+    assert_eq!(daemons.len(), 1, "{daemons:?}");
+    assert_eq!(holder(&env), daemons.first().copied());
+    let before = log(&env).matches("was replaced by another file").count();
+    std::thread::sleep(2 * holdcall::limits::SOCKET_CHECK_INTERVAL);
+    assert_eq!(
+        log(&env).matches("was replaced by another file").count(),
+        before,
+        "the socket still changes hands:\n{}",
+        log(&env)
+    );
+    assert!(env.ok(&["daemon", "status"]).contains("running (pid"));
+    eprintln!("first daemon {first}, now {daemons:?}");
+}
