@@ -1879,6 +1879,14 @@ async fn stop_daemon(home: &Home) -> Result<i32, CliError> {
                 v.describe("the process on the socket")
             )));
         }
+        // The holder of this home's lock is this home's daemon, whatever database it has open
+        // (one replaced behind it is no longer this home's): ours to stop. Any other is not.
+        Probe::OtherHome { pid, .. } if wire::lock_holder(home) == Some(pid) => {
+            signal_lock_holder(home, pid)?;
+            println!(
+                "holdcall: stopping the daemon (pid {pid}), which serves a database this home no longer holds"
+            );
+        }
         Probe::OtherHome { pid, why } => {
             return Err(CliError::Refused(format!(
                 "not stopping pid {pid}: it is not this home's daemon ({why})"

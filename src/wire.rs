@@ -661,7 +661,7 @@ pub async fn probe(home: &Home) -> Probe {
         reader: peer::CheckedReader::new(r, pid),
         writer: w,
     };
-    match serves(conn, home).await {
+    match serves(conn, home, pid).await {
         Ok(conn) => Probe::Ours(conn),
         Err(None) => Probe::Silent { pid },
         Err(Some(why)) => Probe::OtherHome { pid, why },
@@ -672,7 +672,7 @@ pub async fn probe(home: &Home) -> Probe {
 /// `home` (its database's device and inode, its machine id), read after the daemon answered,
 /// so a database the daemon has just created is there to compare. Err(Some): why it is not
 /// ours; Err(None): it did not answer in time.
-async fn serves(mut conn: Conn, home: &Home) -> Result<Conn, Option<String>> {
+async fn serves(mut conn: Conn, home: &Home, pid: i32) -> Result<Conn, Option<String>> {
     let why = match conn
         .call(&Request::Hello, limits::DAEMON_HELLO_TIMEOUT)
         .await
@@ -689,10 +689,14 @@ async fn serves(mut conn: Conn, home: &Home) -> Result<Conn, Option<String>> {
         Err(WireError::Timeout(_)) => return Err(None),
         Err(e) => return Err(Some(format!("it did not say which home it serves: {e}"))),
     };
-    let own = if daemon_lock_free(home) {
-        "this home has no daemon of its own running"
-    } else {
-        "this home's own daemon holds its lock but is not on this socket"
+    let own = match lock_holder(home) {
+        None => "this home has no daemon of its own running",
+        // This home's daemon, whose database was replaced (or removed) after it opened it: it
+        // decides on a database this home no longer holds.
+        Some(holder) if holder == pid => {
+            "yet it holds this home's lock: the database was replaced after it opened it (`holdcall daemon restart`)"
+        }
+        Some(_) => "this home's own daemon holds its lock but is not on this socket",
     };
     Err(Some(format!("{why}; {own}")))
 }
