@@ -862,8 +862,9 @@ pub fn take_daemon_lock(home: &Home) -> std::io::Result<Result<DaemonLock, Optio
         .read(true)
         .write(true)
         .mode(0o600)
-        // The lock is this very file in the home, never wherever a symlink planted there points.
-        .custom_flags(nix::libc::O_NOFOLLOW)
+        // The lock is this very file in the home, never wherever a symlink planted there points;
+        // and a FIFO planted there must not block the open (its set_len then fails).
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
         .open(home.lock_path())?;
     let lock = whole_file(nix::libc::F_WRLCK);
     match nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_SETLK(&lock)) {
@@ -891,7 +892,9 @@ pub fn lock_holder(home: &Home) -> Option<i32> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW)
+        // A FIFO planted as the lock would block a read-only open until a writer came: every
+        // relay and `status` would hang, saying nothing.
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
         .open(home.lock_path())
         .ok()?;
     holder_of(&file).ok().flatten()

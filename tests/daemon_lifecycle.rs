@@ -584,3 +584,40 @@ fn a_removed_lock_never_lets_a_second_daemon_serve_the_home() {
     assert!(env.ok(&["daemon", "status"]).contains("running (pid"));
     eprintln!("first daemon {first}, now {daemons:?}");
 }
+
+#[test]
+fn a_fifo_planted_as_the_lock_file_hangs_neither_status_nor_a_relay() {
+    // Found in review of issue 12, items 4 and 9: the lock holder was asked by opening
+    // daemon.lock read-only, which blocks on a FIFO: `status` and every relay hung in silence.
+    let _serial = serial();
+    let env = Env::fast();
+    std::fs::create_dir_all(env.home()).unwrap();
+    nix::unistd::mkfifo(
+        &env.home().join("daemon.lock"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    let mut status = env
+        .cmd(&["daemon", "status"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    while status.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = status.kill();
+            let _ = status.wait();
+            panic!("daemon status hung on a FIFO lock file");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A relay answers its client (the server starts) and refuses the call: no daemon can lock a
+    // FIFO.
+    let mut r = env.relay("demo");
+    r.handshake();
+    r.send(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}"#);
+    let a = r.recv_json();
+    assert_eq!(a["result"]["isError"], true, "{a}");
+    r.finish();
+}
