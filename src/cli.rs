@@ -1828,7 +1828,14 @@ fn signal_lock_holder(home: &Home, pid: i32) -> Result<(), CliError> {
         nix::unistd::Pid::from_raw(pid),
         nix::sys::signal::Signal::SIGTERM,
     )
-    .map_err(|e| CliError::Refused(format!("cannot stop pid {pid}: {e}")))
+    .map_err(|e| CliError::Refused(format!("cannot stop pid {pid}: {e}")))?;
+    // A daemon stopped with SIGSTOP (the "not answering" case `status` suggests a restart for)
+    // only acts on the SIGTERM once continued.
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGCONT,
+    );
+    Ok(())
 }
 
 async fn stop_daemon(home: &Home) -> Result<i32, CliError> {
@@ -1884,6 +1891,14 @@ async fn stop_daemon(home: &Home) -> Result<i32, CliError> {
                 "not stopping {}",
                 v.describe("the process on the socket")
             )));
+        }
+        // The holder of this home's lock is this home's daemon, whatever database it has open
+        // (one replaced behind it is no longer this home's): ours to stop. Any other is not.
+        Probe::OtherHome { pid, .. } if wire::lock_holder(home) == Some(pid) => {
+            signal_lock_holder(home, pid)?;
+            println!(
+                "holdcall: stopping the daemon (pid {pid}), which serves a database this home no longer holds"
+            );
         }
         Probe::OtherHome { pid, why } => {
             return Err(CliError::Refused(format!(

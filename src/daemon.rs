@@ -526,6 +526,9 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
     };
     // A daemon of this home runs again: how the last one ended is history.
     crate::supervise::clear_exit(&home);
+    // The locked file, to notice one removed or replaced behind our back (`rm daemon.*`): a
+    // new daemon would lock the new file and serve this home beside us.
+    let mut lock_identity = lock.identity();
 
     let db = home.db_path();
     let has_entries = journal::journal_has_entries(&db)?;
@@ -673,6 +676,39 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
             _ = tokio::signal::ctrl_c() => break,
             _ = state.shutdown.notified() => break,
         };
+        // (Only with our own file's identity known: opening our own lock file and closing it
+        // again would release the lock.)
+        if check && lock_identity.is_some() && wire::lock_file_identity(&home) != lock_identity {
+            // Our lock is on a file no longer at the lock's path: take the lock on what is there
+            // now, or, if another daemon already holds it, leave this home to that one.
+            match wire::take_daemon_lock(&home) {
+                Ok(Ok(again)) => {
+                    lock_identity = again.identity();
+                    // Held until the process ends, like the first (never closed: see
+                    // `wire::DaemonLock`).
+                    std::mem::forget(again);
+                    tracing::warn!(
+                        "the daemon's lock {} was removed or replaced; it holds the lock there again",
+                        lock_path.display()
+                    );
+                }
+                Ok(Err(holder)) => {
+                    tracing::error!(
+                        "the daemon's lock {} was removed or replaced, and {} holds it now: this daemon stops, so only one serves this home",
+                        lock_path.display(),
+                        holder
+                            .map(|p| format!("pid {p}"))
+                            .unwrap_or_else(|| "another process".into())
+                    );
+                    break;
+                }
+                Err(e) => tracing::warn!(
+                    "the daemon's lock {} was removed or replaced, and cannot be taken again (tried again in {:?}): {e}",
+                    lock_path.display(),
+                    limits::SOCKET_CHECK_INTERVAL
+                ),
+            }
+        }
         // A socket removed or replaced behind our back would leave this daemon unreachable (and
         // a relay would start nothing while we hold the lock): put ours back the same way it was
         // first placed. Connections already accepted are untouched.

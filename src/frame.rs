@@ -88,6 +88,21 @@ pub const DENIED_DISGUISED_METHOD: &str = "Holdcall refused this request: its me
      spelled exactly as the protocol spells it, but a server that ignores case, spaces or \
      invisible characters would read it as one Holdcall must see. Send the method exactly.";
 
+/// Refusal text (a JSON-RPC error) for a request with a key that is a disguised spelling of one
+/// of [`ENVELOPE_KEYS_READ`] (`"method "`, `"me\u200bthod"`).
+pub const DENIED_DISGUISED_KEY: &str = "Holdcall refused this request: one of its keys is not \
+     spelled exactly as the protocol spells it, but a server that ignores case, spaces or \
+     invisible characters would read it as method or params. Send the keys exactly.";
+
+/// The top-level keys the relay reads to decide: a key that is not one of these (case folded)
+/// but whose [`method_skeleton`] is one would be read as it by a server that trims or drops
+/// invisible characters in keys, while the relay reads past it. Not `id`: a call the relay
+/// reads as a notification (its `"id "` unseen) is refused anyway.
+const ENVELOPE_KEYS_READ: [&str; 2] = ["method", "params"];
+
+/// The keys of a call's `params` the decision rests on, guarded the same way.
+const CALL_KEYS_READ: [&str; 2] = ["name", "arguments"];
+
 /// JSON-RPC error code of the refusal of a disguised method: Invalid Request.
 const DISGUISED_METHOD_CODE: &str = "-32600";
 
@@ -118,6 +133,10 @@ pub enum Anomaly {
     /// A method that is not exactly one the relay acts on but reads as one to a reader that
     /// folds case, trims or drops invisible characters (`"Tools/Call"`, `"tools/call "`).
     DisguisedMethod,
+    /// A key that is not exactly one the relay reads to decide (`method`, `params`, and a
+    /// call's `name` and `arguments`) but reads as one to a reader that trims keys or drops
+    /// invisible characters in them (`"method "`, `"argu\u200bments"`).
+    DisguisedKey,
 }
 
 impl Anomaly {
@@ -133,6 +152,7 @@ impl Anomaly {
             Anomaly::DuplicateId => "duplicate_id",
             Anomaly::Ambiguous => "ambiguous",
             Anomaly::DisguisedMethod => "disguised_method",
+            Anomaly::DisguisedKey => "disguised_key",
         }
     }
 
@@ -153,6 +173,9 @@ impl Anomaly {
             }
             Anomaly::DisguisedMethod => {
                 "a message whose method is not exactly tools/call, initialize or server/discover but reads as one if case, spaces or invisible characters are ignored"
+            }
+            Anomaly::DisguisedKey => {
+                "a message with a key that is not exactly method or params (or a call's name or arguments) but reads as one if spaces or invisible characters are ignored"
             }
         }
     }
@@ -207,6 +230,11 @@ pub enum ClientFrame<'a> {
     /// A message whose method is a disguised spelling of one the relay acts on (see
     /// [`Anomaly::DisguisedMethod`]): refused, never forwarded.
     DisguisedMethod {
+        id: Option<&'a [u8]>,
+    },
+    /// A message with a key that is a disguised spelling of one the relay reads (see
+    /// [`Anomaly::DisguisedKey`]): refused, never forwarded.
+    DisguisedKey {
         id: Option<&'a [u8]>,
     },
     /// A batch carrying at least one `tools/call` (or a disguised spelling of a method the
@@ -302,13 +330,22 @@ pub fn batch_refusal(ids: &[&[u8]], text: &str) -> Option<Vec<u8>> {
 /// A JSON-RPC error answering request `id` (a disguised method), as one compact line ending in
 /// `\n`. `id` is copied verbatim.
 pub fn disguised_method_refusal(id: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(id.len() + DENIED_DISGUISED_METHOD.len() + 64);
+    invalid_request_refusal(id, DENIED_DISGUISED_METHOD)
+}
+
+/// A JSON-RPC error answering request `id` (a disguised key), as one compact line.
+pub fn disguised_key_refusal(id: &[u8]) -> Vec<u8> {
+    invalid_request_refusal(id, DENIED_DISGUISED_KEY)
+}
+
+fn invalid_request_refusal(id: &[u8], text: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(id.len() + text.len() + 64);
     out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     push_id(&mut out, id);
     out.extend_from_slice(br#","error":{"code":"#);
     out.extend_from_slice(DISGUISED_METHOD_CODE.as_bytes());
     out.extend_from_slice(br#","message":"#);
-    push_json_string(&mut out, DENIED_DISGUISED_METHOD);
+    push_json_string(&mut out, text);
     out.extend_from_slice(b"}}\n");
     out
 }
@@ -519,6 +556,9 @@ fn classify_object(object: &[u8]) -> ClientFrame<'_> {
         return ClientFrame::Unreadable(Anomaly::Ambiguous);
     }
     let message = envelope(&members);
+    if disguised_key(&members, &ENVELOPE_KEYS_READ) {
+        return ClientFrame::DisguisedKey { id: message.id };
+    }
     if disguised_method(member(&members, "method")) {
         return ClientFrame::DisguisedMethod { id: message.id };
     }
@@ -553,6 +593,9 @@ fn read_call<'a>(id: Option<&'a [u8]>, params: Option<&'a [u8]>) -> ClientFrame<
     if any_ambiguous(&members) {
         return unreadable(Anomaly::Ambiguous);
     }
+    if disguised_key(&members, &CALL_KEYS_READ) {
+        return unreadable(Anomaly::DisguisedKey);
+    }
     let Some(name) = member(&members, "name").and_then(decode_json_string) else {
         return unreadable(Anomaly::UnreadableCall);
     };
@@ -585,7 +628,9 @@ fn classify_batch(array: &[u8]) -> ClientFrame<'_> {
         }
         let raw = member(&members, "method");
         let method = raw.and_then(decode_json_string);
-        carries_call |= method.as_deref() == Some(TOOLS_CALL) || disguised_method(raw);
+        carries_call |= method.as_deref() == Some(TOOLS_CALL)
+            || disguised_method(raw)
+            || disguised_key(&members, &ENVELOPE_KEYS_READ);
     }
     if carries_call {
         ClientFrame::BatchWithCall { ids }
@@ -610,6 +655,17 @@ fn disguised_method(raw: Option<&[u8]>) -> bool {
     }
     let skeleton = method_skeleton(&String::from_utf8_lossy(&decoded));
     METHODS_READ.contains(&skeleton.as_str())
+}
+
+/// Whether any key of `members` is not one of `read` (as a case-insensitive reader matches keys)
+/// but has one of them as its [`method_skeleton`]: `"method "`, `" params"`, `"argu\u200bments"`.
+/// A reader that trims keys would take it as that key, the relay would not. Keys such as
+/// `method_name` keep their other letters and are not disguises.
+fn disguised_key(members: &[Member<'_>], read: &[&str]) -> bool {
+    members.iter().any(|m| {
+        !read.iter().any(|k| *fold_key(k.as_bytes()) == *m.folded)
+            && read.contains(&method_skeleton(&String::from_utf8_lossy(&m.key)).as_str())
+    })
 }
 
 /// A method as the loosest reader we know of might see it: compatibility forms mapped to ASCII
@@ -1476,6 +1532,68 @@ mod tests {
                 Some(method)
             );
         }
+    }
+
+    #[test]
+    fn a_key_that_trims_to_method_params_name_or_arguments_is_a_disguise() {
+        // A server that trims keys reads `"method "` as the method the relay read past.
+        for key in [
+            r#""method ""#,
+            r#"" method""#,
+            r#""me\u200bthod""#,
+            r#""METHOD\u00a0""#,
+            r#""_method""#,
+        ] {
+            let line = format!(r#"{{"id":1,{key}:"tools/call","params":{{"name":"x"}}}}"#);
+            assert_eq!(
+                classify_client_line(line.as_bytes()),
+                ClientFrame::DisguisedKey {
+                    id: Some(b"1".as_slice())
+                },
+                "{key}"
+            );
+            let batch = format!(r#"[{{"id":2,{key}:"tools/call"}}]"#);
+            assert_eq!(
+                classify_client_line(batch.as_bytes()),
+                ClientFrame::BatchWithCall {
+                    ids: vec![b"2".as_slice()]
+                },
+                "{key} in a batch"
+            );
+        }
+        // Beside the real params, a trimming reader that keeps the last sees the other one.
+        let line =
+            br#"{"id":1,"method":"tools/call","params":{"name":"echo"},"params ":{"name":"x"}}"#;
+        assert_eq!(
+            classify_client_line(line),
+            ClientFrame::DisguisedKey {
+                id: Some(b"1".as_slice())
+            }
+        );
+        for params in [
+            r#"{"name":"echo","name ":"delete_file"}"#,
+            r#"{"name":"read","arguments":{"p":"/tmp"},"arguments ":{"p":"/etc"}}"#,
+            r#"{"name":"read","argu\u200bments":{"p":"/etc"}}"#,
+        ] {
+            let line = format!(r#"{{"id":1,"method":"tools/call","params":{params}}}"#);
+            assert_eq!(
+                classify_client_line(line.as_bytes()),
+                ClientFrame::UnreadableCall {
+                    id: Some(b"1".as_slice()),
+                    anomaly: Anomaly::DisguisedKey
+                },
+                "{params}"
+            );
+        }
+        // Keys with other letters, and `id` spelled loosely (the call is then a notification,
+        // refused anyway), are not disguises.
+        let line = br#"{"id":1,"method":"tools/list","method_hint":"x","paramsx":1}"#;
+        assert_eq!(
+            forwarded(classify_client_line(line)).method.as_deref(),
+            Some("tools/list")
+        );
+        let line = br#"{"id":1,"method":"tools/call","params":{"name":"x","name_hint":"y","arguments":{"name ":1}}}"#;
+        assert_eq!(call(&classify_client_line(line)).name, "x");
     }
 
     #[test]

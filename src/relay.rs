@@ -840,9 +840,15 @@ async fn stop_child_within(child: &mut Child, bound: std::time::Duration) {
 /// connection of its own (a `daemon.status`, which reads no credential store). False when it
 /// answers, or when no second connection can be had (then the session's own answer decides).
 async fn daemon_unresponsive(home: &Home) -> bool {
-    // Connecting is bounded too: a connection that is accepted late is no answer either.
+    // Connecting is bounded too: a connection that is accepted late is no answer either, and
+    // neither is one whose `daemon.hello` went unanswered (`connect` then says Timeout, its
+    // bound being the same as this one's, so either may fire first).
     let asked = tokio::time::timeout(limits::DECISION_TIMEOUT, async {
-        let mut conn = wire::connect(home).await.ok()?;
+        let mut conn = match wire::connect(home).await {
+            Ok(conn) => conn,
+            Err(WireError::Timeout(t)) => return Some(Err(WireError::Timeout(t))),
+            Err(_) => return None,
+        };
         Some(conn.call(&Request::Status, limits::DECISION_TIMEOUT).await)
     })
     .await;
@@ -1042,6 +1048,16 @@ impl ClientPump {
                 // Never forwarded: a server that folds case or trims would run it undecided.
                 let reply = id.map(frame::disguised_method_refusal);
                 self.anomaly(Anomaly::DisguisedMethod);
+                if let Some(reply) = reply {
+                    let _ = self.out_tx.send(reply).await;
+                }
+                true
+            }
+            ClientFrame::DisguisedKey { id } => {
+                // Never forwarded: a server that trims keys would read a method or params the
+                // relay did not see.
+                let reply = id.map(frame::disguised_key_refusal);
+                self.anomaly(Anomaly::DisguisedKey);
                 if let Some(reply) = reply {
                     let _ = self.out_tx.send(reply).await;
                 }
@@ -1297,6 +1313,23 @@ mod tests {
             tool: tool.into(),
             digest: "d".into(),
         }
+    }
+
+    #[test]
+    fn a_daemon_that_never_says_which_home_it_serves_is_unresponsive() {
+        // Found in review of issue 12, item 9: the liveness check gave up on a daemon that
+        // accepted but never answered `daemon.hello` only if its own bound fired before the
+        // hello's equal bound; when the hello's fired first the check said "answers", and the
+        // relay waited out the session start's store bound in silence.
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::at(dir.path().to_path_buf());
+        home.prepare().unwrap();
+        // This very test binary listens, so the peer check passes; nothing is ever accepted.
+        let (_listener, _) = crate::peer::listen_passing_credentials(&home.socket_path()).unwrap();
+        let rt = wire::current_thread().unwrap();
+        let started = std::time::Instant::now();
+        assert!(rt.block_on(daemon_unresponsive(&home)));
+        assert!(started.elapsed() < limits::DECISION_TIMEOUT + std::time::Duration::from_secs(1));
     }
 
     #[test]

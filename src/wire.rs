@@ -665,7 +665,7 @@ pub async fn probe(home: &Home) -> Probe {
         reader: peer::CheckedReader::new(r, pid),
         writer: w,
     };
-    match serves(conn, home).await {
+    match serves(conn, home, pid).await {
         Ok(conn) => Probe::Ours(conn),
         Err(None) => Probe::Silent { pid },
         Err(Some(why)) => Probe::OtherHome { pid, why },
@@ -676,7 +676,7 @@ pub async fn probe(home: &Home) -> Probe {
 /// `home` (its database's device and inode, its machine id), read after the daemon answered,
 /// so a database the daemon has just created is there to compare. Err(Some): why it is not
 /// ours; Err(None): it did not answer in time.
-async fn serves(mut conn: Conn, home: &Home) -> Result<Conn, Option<String>> {
+async fn serves(mut conn: Conn, home: &Home, pid: i32) -> Result<Conn, Option<String>> {
     let why = match conn
         .call(&Request::Hello, limits::DAEMON_HELLO_TIMEOUT)
         .await
@@ -693,10 +693,14 @@ async fn serves(mut conn: Conn, home: &Home) -> Result<Conn, Option<String>> {
         Err(WireError::Timeout(_)) => return Err(None),
         Err(e) => return Err(Some(format!("it did not say which home it serves: {e}"))),
     };
-    let own = if daemon_lock_free(home) {
-        "this home has no daemon of its own running"
-    } else {
-        "this home's own daemon holds its lock but is not on this socket"
+    let own = match lock_holder(home) {
+        None => "this home has no daemon of its own running",
+        // This home's daemon, whose database was replaced (or removed) after it opened it: it
+        // decides on a database this home no longer holds.
+        Some(holder) if holder == pid => {
+            "yet it holds this home's lock: the database was replaced after it opened it (`holdcall daemon restart`)"
+        }
+        Some(_) => "this home's own daemon holds its lock but is not on this socket",
     };
     Err(Some(format!("{why}; {own}")))
 }
@@ -811,6 +815,24 @@ pub struct DaemonLock {
     _file: std::fs::File,
 }
 
+impl DaemonLock {
+    /// The device and inode of the locked file, read from the open descriptor (fstat: nothing
+    /// is opened, so the lock is safe).
+    pub fn identity(&self) -> Option<(u64, u64)> {
+        use std::os::unix::fs::MetadataExt as _;
+        self._file.metadata().ok().map(|m| (m.dev(), m.ino()))
+    }
+}
+
+/// The device and inode of the file now at `<home>/daemon.lock`, by `lstat` (nothing is opened,
+/// so the daemon may call it: see [`DaemonLock`]); None when nothing is there.
+pub fn lock_file_identity(home: &Home) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::symlink_metadata(home.lock_path())
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
 /// `l_type` and friends as `libc::flock` spells them (`c_short` on every platform).
 fn whole_file(kind: nix::libc::c_int) -> nix::libc::flock {
     nix::libc::flock {
@@ -844,8 +866,9 @@ pub fn take_daemon_lock(home: &Home) -> std::io::Result<Result<DaemonLock, Optio
         .read(true)
         .write(true)
         .mode(0o600)
-        // The lock is this very file in the home, never wherever a symlink planted there points.
-        .custom_flags(nix::libc::O_NOFOLLOW)
+        // The lock is this very file in the home, never wherever a symlink planted there points;
+        // and a FIFO planted there must not block the open (its set_len then fails).
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
         .open(home.lock_path())?;
     let lock = whole_file(nix::libc::F_WRLCK);
     match nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_SETLK(&lock)) {
@@ -873,7 +896,9 @@ pub fn lock_holder(home: &Home) -> Option<i32> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW)
+        // A FIFO planted as the lock would block a read-only open until a writer came: every
+        // relay and `status` would hang, saying nothing.
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
         .open(home.lock_path())
         .ok()?;
     holder_of(&file).ok().flatten()

@@ -424,3 +424,141 @@ fn doctor_fails_on_a_daemon_run_for_this_home_that_does_not_hold_its_lock() {
         !text(&env.run(&["doctor"])).contains("second daemon")
     });
 }
+
+/// Sends SIGCONT to a process this test stopped, when the test ends, passing or not.
+struct ContinueOnDrop(i32);
+
+impl Drop for ContinueOnDrop {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.0),
+            nix::sys::signal::Signal::SIGCONT,
+        );
+    }
+}
+
+#[test]
+fn restart_replaces_a_daemon_that_was_stopped_with_sigstop() {
+    // Found in review of issue 12, item 9: `status` and `daemon start` say to run
+    // `holdcall daemon restart` for a daemon that does not answer, but a SIGSTOPped daemon
+    // never acted on the SIGTERM: restart said "the daemon did not stop within 5s" (rc 1).
+    let _serial = serial();
+    let env = Env::fast();
+    env.ok(&["daemon", "start"]);
+    let pid = holder(&env).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGSTOP,
+    )
+    .unwrap();
+    let _continue = ContinueOnDrop(pid as i32);
+    let status = env.run(&["daemon", "status"]);
+    assert!(text(&status).contains("not answering"), "{}", text(&status));
+    let out = env.run(&["daemon", "restart"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    eventually("the stopped daemon's process is gone", || !alive(pid));
+    let now = holder(&env).unwrap();
+    assert_ne!(now, pid);
+    assert!(
+        env.ok(&["daemon", "status"])
+            .contains(&format!("running (pid {now},"))
+    );
+}
+
+/// The pids of the daemons (`daemon run --child`) serving `env`'s home, by their command lines.
+fn daemons_of(env: &Env) -> Vec<i64> {
+    let home = env.home();
+    let home = home.to_str().unwrap().as_bytes();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i64>().ok()) else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+        if args.contains(&&b"--child"[..]) && args.contains(&home) && alive(pid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_removed_lock_never_lets_a_second_daemon_serve_the_home() {
+    // Found in review of issue 12, items 1 and 4: after `rm daemon.lock` (say, cleaning up
+    // `daemon.*`), a second daemon could lock a new file and serve the home beside the first;
+    // the two then took the socket from each other every second, each deciding for whichever
+    // relay reached it.
+    let _serial = serial();
+    let env = Env::fast();
+    env.ok(&["daemon", "start"]);
+    let first = holder(&env).unwrap();
+    std::fs::remove_file(env.home().join("daemon.lock")).unwrap();
+    let second = env
+        .cmd(&["daemon", "run"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut reap = Reap(vec![second]);
+    // Either the first daemon takes its lock again before the second gets it (and the second
+    // cannot start: its supervisor ends), or it leaves the home to the second (and ends):
+    // then one daemon, the holder of the lock.
+    eventually("the second daemon started or gave up", || {
+        !daemons_of(&env).contains(&first)
+            || reap.0.first_mut().unwrap().try_wait().unwrap().is_some()
+    });
+    std::thread::sleep(3 * holdcall::limits::SOCKET_CHECK_INTERVAL);
+    let daemons = daemons_of(&env);
+    assert_eq!(daemons.len(), 1, "{daemons:?}");
+    assert_eq!(holder(&env), daemons.first().copied());
+    let before = log(&env).matches("was replaced by another file").count();
+    std::thread::sleep(2 * holdcall::limits::SOCKET_CHECK_INTERVAL);
+    assert_eq!(
+        log(&env).matches("was replaced by another file").count(),
+        before,
+        "the socket still changes hands:\n{}",
+        log(&env)
+    );
+    assert!(env.ok(&["daemon", "status"]).contains("running (pid"));
+    eprintln!("first daemon {first}, now {daemons:?}");
+}
+
+#[test]
+fn a_fifo_planted_as_the_lock_file_hangs_neither_status_nor_a_relay() {
+    // Found in review of issue 12, items 4 and 9: the lock holder was asked by opening
+    // daemon.lock read-only, which blocks on a FIFO: `status` and every relay hung in silence.
+    let _serial = serial();
+    let env = Env::fast();
+    std::fs::create_dir_all(env.home()).unwrap();
+    nix::unistd::mkfifo(
+        &env.home().join("daemon.lock"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    let mut status = env
+        .cmd(&["daemon", "status"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    while status.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = status.kill();
+            let _ = status.wait();
+            panic!("daemon status hung on a FIFO lock file");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A relay answers its client (the server starts) and refuses the call: no daemon can lock a
+    // FIFO.
+    let mut r = env.relay("demo");
+    r.handshake();
+    r.send(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}"#);
+    let a = r.recv_json();
+    assert_eq!(a["result"]["isError"], true, "{a}");
+    r.finish();
+}

@@ -425,3 +425,33 @@ fn a_method_that_folds_or_trims_to_one_the_relay_reads_is_refused_and_never_reac
     );
     assert_eq!(decided_tools(&env), vec!["delete_file"]);
 }
+
+#[test]
+fn a_key_that_trims_to_method_or_params_is_refused_and_never_reaches_the_server() {
+    // Found in review of issue 12, item 2: `"method "` (or `"me\u200bthod"`) was read past by
+    // the relay and forwarded undecided; a server that trims keys, or drops invisible
+    // characters in them, would have run the denied call. The same inside a call's params hid
+    // a second `name` or `arguments` from the decision.
+    let env = denying_env();
+    let mut r = env.relay("demo");
+    r.handshake();
+    let lines = [
+        r#"{"jsonrpc":"2.0","id":100,"method ":"tools/call","params":{"name":"delete_file"}}"#,
+        r#"{"jsonrpc":"2.0","id":101," method":"tools/call","params":{"name":"delete_file"}}"#,
+        r#"{"jsonrpc":"2.0","id":102,"me\u200bthod":"tools/call","params":{"name":"delete_file"}}"#,
+        r#"{"jsonrpc":"2.0","id":103,"method":"tools/call","params":{"name":"echo"},"params ":{"name":"delete_file"}}"#,
+    ];
+    for (n, line) in lines.iter().enumerate() {
+        r.send(line.as_bytes());
+        let a = r.recv_json();
+        assert_eq!(a["id"], 100 + n, "{line}: {a}");
+        assert_eq!(a["error"]["code"], -32600, "{line}: {a}");
+    }
+    r.send(br#"{"jsonrpc":"2.0","method ":"tools/call","params":{"name":"delete_file"}}"#);
+    r.send(br#"{"jsonrpc":"2.0","id":104,"method":"tools/call","params":{"name":"echo","name ":"delete_file"}}"#);
+    assert_eq!(r.recv_str(), refusal("104", UNREADABLE));
+    assert!(r.barrier(1).is_empty());
+    never_reached_the_server(&r, b"delete_file");
+    r.finish();
+    assert_eq!(anomalies(&env), vec!["disguised_key"; 6]);
+}

@@ -110,3 +110,32 @@ fn a_home_whose_own_daemon_is_on_its_socket_is_served() {
     assert!(!is_refusal(&answer), "{answer}");
     r.finish();
 }
+
+#[test]
+fn restart_replaces_this_homes_daemon_after_its_database_was_replaced_behind_it() {
+    // Found in review of issue 12, item 5: a database moved into place under a running daemon
+    // (a restored backup) made the home's own daemon "another home's": relays rightly refused
+    // it, but `daemon stop` and `restart` refused to touch it too, and the message said this
+    // home's daemon "is not on this socket" while it was.
+    let env = Env::new();
+    env.ok(&["daemon", "start"]);
+    let pid = env.daemon_pid();
+    let db = env.home().join("holdcall.db");
+    let copy = env.home().join("restored.db");
+    std::fs::copy(&db, &copy).unwrap();
+    std::fs::rename(&copy, &db).unwrap();
+    let status = env.run(&["daemon", "status"]);
+    let said = String::from_utf8_lossy(&status.stdout).to_string();
+    assert!(said.contains("holds this home's lock"), "{said}");
+    let out = env.run(&["daemon", "restart"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let now = env.daemon_pid();
+    assert_ne!(now, pid);
+    assert!(env.ok(&["daemon", "status"]).contains("running (pid"));
+}
