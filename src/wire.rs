@@ -867,7 +867,7 @@ pub fn take_daemon_lock(home: &Home) -> std::io::Result<Result<DaemonLock, Optio
         .write(true)
         .mode(0o600)
         // The lock is this very file in the home, never wherever a symlink planted there points;
-        // and a FIFO planted there must not block the open (its set_len then fails).
+        // and a FIFO planted there must not block the open (it is refused below).
         .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
         .open(home.lock_path())?;
     let lock = whole_file(nix::libc::F_WRLCK);
@@ -878,13 +878,27 @@ pub fn take_daemon_lock(home: &Home) -> std::io::Result<Result<DaemonLock, Optio
         }
         Err(e) => return Err(e.into()),
     }
-    file.set_len(0)?;
-    write!(
-        file,
-        "pid {}\nsocket {}\n(for reading only: the daemon is whoever holds the fcntl lock on this file)\n",
-        std::process::id(),
-        home.socket_path().display()
-    )?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other(format!(
+            "{} is not a regular file; remove it",
+            home.lock_path().display()
+        )));
+    }
+    // For a person only, so best effort: a full disk must not stop a daemon from starting.
+    let noted = file.set_len(0).and_then(|()| {
+        write!(
+            file,
+            "pid {}\nsocket {}\n(for reading only: the daemon is whoever holds the fcntl lock on this file)\n",
+            std::process::id(),
+            home.socket_path().display()
+        )
+    });
+    if let Err(e) = noted {
+        tracing::warn!(
+            "could not note the pid in {}: {e}",
+            home.lock_path().display()
+        );
+    }
     Ok(Ok(DaemonLock { _file: file }))
 }
 
