@@ -456,11 +456,29 @@ impl Bench {
                     }
                 })
                 .collect();
+            // The entry carries the diff of the policy text, as the daemon writes it: a daemon
+            // checks its tables against the journal's diffs and refuses every call otherwise.
+            let stored: Vec<StoredPolicy> = add
+                .iter()
+                .map(|p| StoredPolicy {
+                    seq: p.seq,
+                    id: p.id.clone(),
+                    text: p.text.clone(),
+                })
+                .collect();
+            let before = PolicySet::compile(&[]).unwrap().text();
+            let after = PolicySet::compile(&stored).unwrap().text();
             j.change_policies(
                 add,
                 vec![],
                 Fields {
                     reason: Some(format!("{} benchmark rules", rules.len())),
+                    detail: Some(policy::unified_diff(
+                        &before,
+                        &after,
+                        "policy before",
+                        "policy after",
+                    )),
                     ..Fields::default()
                 },
             )
