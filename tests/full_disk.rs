@@ -67,11 +67,13 @@ fn echoed(v: &serde_json::Value) -> bool {
     v["result"]["isError"] == false
 }
 
-fn forwarded_calls(r: &Relay) -> usize {
-    r.recorded()
-        .iter()
-        .filter(|l| l.windows(10).any(|w| w == b"tools/call"))
-        .count()
+/// Stops the home's daemon when dropped: declared after the disk, so it runs before the
+/// unmount.
+struct StopFirst<'a>(&'a Env);
+impl Drop for StopFirst<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.run(&["daemon", "stop"]);
+    }
 }
 
 #[test]
@@ -80,12 +82,6 @@ fn a_full_disk_refuses_calls_and_decisions_resume_once_space_is_back() {
     let Some(_disk) = SmallDisk::mount(&env.home()) else {
         return;
     };
-    struct StopFirst<'a>(&'a Env);
-    impl Drop for StopFirst<'_> {
-        fn drop(&mut self) {
-            let _ = self.0.run(&["daemon", "stop"]);
-        }
-    }
     let _stop = StopFirst(&env);
 
     let mut r = env.relay("demo");
@@ -102,7 +98,7 @@ fn a_full_disk_refuses_calls_and_decisions_resume_once_space_is_back() {
         assert!(is_refusal(&a), "call {i} on a full disk: {a}");
     }
     assert_eq!(
-        forwarded_calls(&r),
+        r.forwarded_calls(),
         1,
         "a call without a decision reached the server"
     );
@@ -122,7 +118,7 @@ fn a_full_disk_refuses_calls_and_decisions_resume_once_space_is_back() {
     // The same relay, the same daemon: decided and journaled again, with nothing restarted.
     r.send(&call("100", "echo", r#"{"text":"after"}"#));
     assert!(echoed(&r.recv_json()));
-    assert_eq!(forwarded_calls(&r), 2);
+    assert_eq!(r.forwarded_calls(), 2);
     // A new relay gets a new session: no id was used up by a failed start.
     let mut r2 = env.relay("demo");
     r2.handshake();
@@ -153,12 +149,6 @@ fn a_relay_started_on_a_full_disk_is_refused_and_the_next_one_starts_once_space_
     let Some(_disk) = SmallDisk::mount(&env.home()) else {
         return;
     };
-    struct StopFirst<'a>(&'a Env);
-    impl Drop for StopFirst<'_> {
-        fn drop(&mut self) {
-            let _ = self.0.run(&["daemon", "stop"]);
-        }
-    }
     let _stop = StopFirst(&env);
     env.ok(&["daemon", "start"]);
     let filler = fill(&env.home());

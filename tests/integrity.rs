@@ -33,22 +33,15 @@ fn last_call(env: &Env) -> serde_json::Value {
         .unwrap()
 }
 
-fn forwarded_calls(r: &Relay) -> usize {
-    r.recorded()
-        .iter()
-        .filter(|l| l.windows(10).any(|w| w == b"tools/call"))
-        .count()
-}
-
 /// Sends one call and checks that it was refused without a decision, that the server never got
 /// it, and that the journal says to run `holdcall verify`.
 fn assert_refused_for_the_mismatch(env: &Env, r: &mut Relay, id: &str, tool: &str) {
-    let before = forwarded_calls(r);
+    let before = r.forwarded_calls();
     r.send(&call(id, tool, "{}"));
     let a = r.recv_json();
     assert!(is_refusal(&a), "{a}");
     assert_eq!(
-        forwarded_calls(r),
+        r.forwarded_calls(),
         before,
         "the refused call reached the server"
     );
@@ -143,6 +136,62 @@ fn a_rule_added_by_another_connection_decides_the_very_next_call() {
         params![text, holdcall::policy::specificity_of_scope(&scope)],
     )
     .unwrap();
+    append_chained(
+        &tx,
+        "2026-01-01T00:00:00Z",
+        holdcall::journal::Fields {
+            tool: Some("echo".into()),
+            policy_id: Some("rule-1".into()),
+            reason: Some("denied tool echo (by another connection)".into()),
+            detail: Some(diff),
+            ..Default::default()
+        },
+    );
+    tx.commit().unwrap();
+    drop(c);
+
+    r.send(&call("2", "echo", r#"{"text":"b"}"#));
+    assert!(is_refusal(&r.recv_json()));
+    let last = last_call(&env);
+    assert_eq!(last["decision"], "deny", "{last}");
+    assert_eq!(last["policy_id"], "rule-1", "{last}");
+    assert_eq!(r.forwarded_calls(), 1);
+    env.ok(&["verify"]);
+
+    // And deleting it again the same way (row and entry) lets the next call through.
+    let removal = holdcall::policy::unified_diff(
+        &holdcall::policy::set_text([text.as_str()]),
+        "",
+        "policy before",
+        "policy after",
+    );
+    let mut c = editor(&env);
+    let tx = c
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .unwrap();
+    tx.execute("DELETE FROM policies WHERE id = 'rule-1'", [])
+        .unwrap();
+    append_chained(
+        &tx,
+        "2026-01-01T00:00:01Z",
+        holdcall::journal::Fields {
+            policy_id: Some("rule-1".into()),
+            reason: Some("removed (by another connection)".into()),
+            detail: Some(removal),
+            ..Default::default()
+        },
+    );
+    tx.commit().unwrap();
+    drop(c);
+    r.send(&call("3", "echo", r#"{"text":"c"}"#));
+    assert_eq!(r.recv_json()["result"]["isError"], false);
+    assert_eq!(last_call(&env)["decision"], "allow");
+    assert_eq!(r.forwarded_calls(), 2);
+}
+
+/// Appends a `policy.change` entry chained to the journal's head inside `tx`, as the daemon's
+/// writer would: what another connection that plays by the rules writes with its row.
+fn append_chained(tx: &rusqlite::Transaction<'_>, at: &str, fields: holdcall::journal::Fields) {
     let (head_seq, head_hash): (i64, String) = tx
         .query_row(
             "SELECT chain_seq, hash FROM journal ORDER BY chain_seq DESC LIMIT 1",
@@ -154,14 +203,8 @@ fn a_rule_added_by_another_connection_decides_the_very_next_call() {
         chain_seq: head_seq + 1,
         schema_version: holdcall::journal::SCHEMA_VERSION,
         kind: "policy.change".into(),
-        occurred_at: "2026-01-01T00:00:00Z".into(),
-        fields: holdcall::journal::Fields {
-            tool: Some("echo".into()),
-            policy_id: Some("rule-1".into()),
-            reason: Some("denied tool echo (by another connection)".into()),
-            detail: Some(diff),
-            ..Default::default()
-        },
+        occurred_at: at.into(),
+        fields,
         prev_hash: head_hash,
         hash: String::new(),
     };
@@ -183,74 +226,6 @@ fn a_rule_added_by_another_connection_decides_the_very_next_call() {
         ],
     )
     .unwrap();
-    tx.commit().unwrap();
-    drop(c);
-
-    r.send(&call("2", "echo", r#"{"text":"b"}"#));
-    assert!(is_refusal(&r.recv_json()));
-    let last = last_call(&env);
-    assert_eq!(last["decision"], "deny", "{last}");
-    assert_eq!(last["policy_id"], "rule-1", "{last}");
-    assert_eq!(forwarded_calls(&r), 1);
-    env.ok(&["verify"]);
-
-    // And deleting it again the same way (row and entry) lets the next call through.
-    let removal = holdcall::policy::unified_diff(
-        &holdcall::policy::set_text([text.as_str()]),
-        "",
-        "policy before",
-        "policy after",
-    );
-    let mut c = editor(&env);
-    let tx = c
-        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-        .unwrap();
-    tx.execute("DELETE FROM policies WHERE id = 'rule-1'", [])
-        .unwrap();
-    let (head_seq, head_hash): (i64, String) = tx
-        .query_row(
-            "SELECT chain_seq, hash FROM journal ORDER BY chain_seq DESC LIMIT 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap();
-    let mut e = holdcall::journal::Entry {
-        chain_seq: head_seq + 1,
-        schema_version: holdcall::journal::SCHEMA_VERSION,
-        kind: "policy.change".into(),
-        occurred_at: "2026-01-01T00:00:01Z".into(),
-        fields: holdcall::journal::Fields {
-            policy_id: Some("rule-1".into()),
-            reason: Some("removed (by another connection)".into()),
-            detail: Some(removal),
-            ..Default::default()
-        },
-        prev_hash: head_hash,
-        hash: String::new(),
-    };
-    e.hash = holdcall::journal::entry_hash(&e.prev_hash, &holdcall::journal::encode(&e)).unwrap();
-    tx.execute(
-        "INSERT INTO journal (chain_seq, schema_version, kind, occurred_at, policy_id, reason, detail, prev_hash, hash) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        params![
-            e.chain_seq,
-            e.schema_version,
-            e.kind,
-            e.occurred_at,
-            e.fields.policy_id,
-            e.fields.reason,
-            e.fields.detail,
-            e.prev_hash,
-            e.hash
-        ],
-    )
-    .unwrap();
-    tx.commit().unwrap();
-    drop(c);
-    r.send(&call("3", "echo", r#"{"text":"c"}"#));
-    assert_eq!(r.recv_json()["result"]["isError"], false);
-    assert_eq!(last_call(&env)["decision"], "allow");
-    assert_eq!(forwarded_calls(&r), 2);
 }
 
 /// One tampering: what it does to the tables, and what `verify` must name.
@@ -326,11 +301,11 @@ fn a_deleted_edited_or_inserted_rule_budget_or_enrolment_is_named_by_verify_and_
 
         editor(&env).execute_batch(t.sql).unwrap();
 
-        let before = forwarded_calls(&r);
+        let before = r.forwarded_calls();
         r.send(&call("2", "echo", r#"{"text":"b"}"#));
         let a = r.recv_json();
         assert!(is_refusal(&a), "{}: {a}", t.what);
-        assert_eq!(forwarded_calls(&r), before, "{}", t.what);
+        assert_eq!(r.forwarded_calls(), before, "{}", t.what);
         let e = last_call(&env);
         assert_eq!(e["decision"], "undecided", "{}: {e}", t.what);
         assert!(

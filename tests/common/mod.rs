@@ -432,6 +432,14 @@ impl Relay {
             .any(|l| l.windows(needle.len()).any(|w| w == needle))
     }
 
+    /// How many lines the server got that name `tools/call`: the calls that were forwarded.
+    pub fn forwarded_calls(&self) -> usize {
+        self.recorded()
+            .iter()
+            .filter(|l| l.windows(10).any(|w| w == b"tools/call"))
+            .count()
+    }
+
     /// Every line a fixture server wrote so far, with newlines (fixtures only).
     pub fn server_wrote(&self) -> Vec<Vec<u8>> {
         let mut out = self.record.clone().into_os_string();
