@@ -13,9 +13,9 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use common::{Env, KillOnDrop, PATIENCE, signal_pid};
+use common::{Env, KillOnDrop, PATIENCE, eventually, signal_pid};
 use nix::sys::signal::Signal;
 
 /// The tests of this file run one at a time: the load test's CPU burners must not slow the
@@ -62,15 +62,6 @@ fn alive(pid: i64) -> bool {
             .rsplit(')')
             .next()
             .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-    }
-}
-
-/// Polls `f` until it holds or PATIENCE runs out.
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + PATIENCE;
-    while !f() {
-        assert!(Instant::now() < deadline, "never: {what}");
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -288,7 +279,6 @@ fn status_names_the_signal_a_daemon_died_of_and_a_new_daemon_clears_it() {
     // is sent until the process is gone.
     eventually("the daemon dies of SIGBUS", || {
         let _ = signal_pid(pid as i32, Signal::SIGBUS);
-        std::thread::sleep(Duration::from_millis(50));
         !alive(pid)
     });
     let mut said = String::new();
@@ -510,6 +500,9 @@ fn a_removed_lock_never_lets_a_second_daemon_serve_the_home() {
         !daemons_of(&env).contains(&first)
             || reap.0.first_mut().unwrap().try_wait().unwrap().is_some()
     });
+    // What is checked here is an absence (no second daemon, no socket changing hands) over the
+    // daemons' own one-second timers in other processes: no event marks it, so the test lets
+    // a few of their checks pass.
     std::thread::sleep(3 * holdcall::limits::SOCKET_CHECK_INTERVAL);
     let daemons = daemons_of(&env);
     assert_eq!(daemons.len(), 1, "{daemons:?}");
@@ -544,15 +537,11 @@ fn a_fifo_planted_as_the_lock_file_hangs_neither_status_nor_a_relay() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + PATIENCE;
-    while status.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = status.kill();
-            let _ = status.wait();
-            panic!("daemon status hung on a FIFO lock file");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut kill = KillOnDrop(vec![status.id() as i32]);
+    eventually("daemon status returns with a FIFO as the lock file", || {
+        status.try_wait().unwrap().is_some()
+    });
+    kill.0.clear();
     // A relay answers its client (the server starts) and refuses the call: no daemon can lock a
     // FIFO.
     let mut r = env.relay("demo");

@@ -14,7 +14,6 @@ mod common;
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
 
 /// The shell's data directory (XDG_DATA_HOME) in these tests.
 fn data_dir(env: &Env) -> PathBuf {
@@ -155,18 +154,17 @@ fn a_call_held_by_an_ask_from_the_shell_is_seen_and_released_by_the_shells_appro
     shell_ok(shell(&env, &["policy", "ask", "delete_file"]));
     r.send(&call("2", "delete_file", r#"{"path":"/held"}"#));
     // The shell's `approve` lists the call the relay's daemon holds.
-    let deadline = Instant::now() + PATIENCE;
-    let id = loop {
+    let mut id = String::new();
+    eventually("the held call shows up in the shell's approve", || {
         let held = shell_ok(shell(&env, &["approve", "--json"]));
-        if let Some(line) = held.lines().next() {
-            let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            assert_eq!(v["tool"], "delete_file", "{v}");
-            break v["id"].as_str().unwrap().to_string();
-        }
-        assert!(Instant::now() < deadline, "the held call never showed up");
-        // Polling another process's state: nothing to wait on but time.
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+        let Some(line) = held.lines().next() else {
+            return false;
+        };
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["tool"], "delete_file", "{v}");
+        id = v["id"].as_str().unwrap().to_string();
+        true
+    });
     assert_not_forwarded(&r, "/held");
     shell_ok(shell(&env, &["approve", &id]));
     let a = r.recv_json();

@@ -390,18 +390,16 @@ fn a_server_line_over_the_cap_never_reaches_the_client() {
 
 /// The reason of the one `session.end` in the journal, once the relay's session has ended.
 fn session_end_reason(env: &Env) -> serde_json::Value {
-    let deadline = std::time::Instant::now() + PATIENCE;
-    loop {
+    let mut reason = serde_json::Value::Null;
+    eventually("the session's end is journaled", || {
         let rows = journal_rows(&env.db());
-        if let Some(end) = rows.iter().find(|e| e["kind"] == "session.end") {
-            return end["reason"].clone();
+        let end = rows.iter().find(|e| e["kind"] == "session.end");
+        if let Some(end) = end {
+            reason = end["reason"].clone();
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no session.end within {PATIENCE:?}: {rows:?}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+        end.is_some()
+    });
+    reason
 }
 
 fn signal(r: &Relay, signal: nix::sys::signal::Signal) {

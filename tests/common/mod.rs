@@ -21,6 +21,17 @@ use std::time::Duration;
 /// 2-core CI machine. Reaching it is a failure, never a pass.
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
+/// Polls `f` until it holds, failing after `PATIENCE`. For another process's state (a pid's
+/// life, a journal row, a file), which gives the test nothing to wait on: the one place the
+/// tests poll.
+pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while !f() {
+        assert!(std::time::Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 pub struct Env {
     pub dir: tempfile::TempDir,
     /// The address of a private session bus this test attached (`Env::attach`), if any.
