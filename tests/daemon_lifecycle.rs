@@ -420,10 +420,7 @@ struct ContinueOnDrop(i32);
 
 impl Drop for ContinueOnDrop {
     fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.0),
-            nix::sys::signal::Signal::SIGCONT,
-        );
+        let _ = signal_pid(self.0, nix::sys::signal::Signal::SIGCONT);
     }
 }
 
@@ -432,15 +429,8 @@ fn restart_replaces_a_daemon_that_was_stopped_with_sigstop() {
     // Found in review of issue 12, item 9: `status` and `daemon start` say to run
     // `holdcall daemon restart` for a daemon that does not answer, but a SIGSTOPped daemon
     // never acted on the SIGTERM: restart said "the daemon did not stop within 5s" (rc 1).
-    let _serial = serial();
-    let env = Env::fast();
-    env.ok(&["daemon", "start"]);
-    let pid = holder(&env).unwrap();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid as i32),
-        nix::sys::signal::Signal::SIGSTOP,
-    )
-    .unwrap();
+    let (_serial, env, pid) = started();
+    signal_pid(pid as i32, nix::sys::signal::Signal::SIGSTOP).unwrap();
     let _continue = ContinueOnDrop(pid as i32);
     let status = env.run(&["daemon", "status"]);
     assert!(text(&status).contains("not answering"), "{}", text(&status));
@@ -481,10 +471,7 @@ fn a_removed_lock_never_lets_a_second_daemon_serve_the_home() {
     // `daemon.*`), a second daemon could lock a new file and serve the home beside the first;
     // the two then took the socket from each other every second, each deciding for whichever
     // relay reached it.
-    let _serial = serial();
-    let env = Env::fast();
-    env.ok(&["daemon", "start"]);
-    let first = holder(&env).unwrap();
+    let (_serial, env, first) = started();
     std::fs::remove_file(env.home().join("daemon.lock")).unwrap();
     let second = env
         .cmd(&["daemon", "run"])
