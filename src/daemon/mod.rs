@@ -2320,6 +2320,24 @@ async fn apply_change(
         detail: Some(diff),
         ..Fields::default()
     };
+    match commit_policies(state, rows, new_set, add, remove, fields).await {
+        Ok(Ok(entry)) => policy_changed(&summary, &entry),
+        Ok(Err(e)) => not_recorded(e),
+        Err(e) => error(e.to_string()),
+    }
+}
+
+/// Hands a policy change (rows and its journal entry, one transaction) to the writer, and only
+/// once it is committed puts `new_set` in force, with the rows now stored and the generation
+/// the commit started. Ok(Err): why it was not recorded (nothing changed).
+async fn commit_policies(
+    state: &State,
+    rows: &mut Vec<PolicyRow>,
+    new_set: PolicySet,
+    add: Vec<NewPolicy>,
+    remove: Vec<String>,
+    fields: Fields,
+) -> Result<Result<Entry, String>, DaemonError> {
     let result = state
         .writer
         .ask(|reply| Op::ChangePolicies {
@@ -2328,19 +2346,17 @@ async fn apply_change(
             fields,
             reply,
         })
-        .await;
-    match result {
-        Ok(Ok((entry, new_rows, generation))) => {
-            *rows = new_rows;
-            if let Ok(mut p) = state.policy.write() {
-                *p = Arc::new(new_set);
-            }
-            state.generation.store(generation, Ordering::Release);
-            policy_changed(&summary, &entry)
-        }
-        Ok(Err(e)) => not_recorded(e),
-        Err(e) => error(e.to_string()),
+        .await?;
+    let (entry, new_rows, generation) = match result {
+        Ok(r) => r,
+        Err(e) => return Ok(Err(e)),
+    };
+    *rows = new_rows;
+    if let Ok(mut p) = state.policy.write() {
+        *p = Arc::new(new_set);
     }
+    state.generation.store(generation, Ordering::Release);
+    Ok(Ok(entry))
 }
 
 /// The reply to a policy or budget change once its entry is committed.
@@ -2588,32 +2604,16 @@ async fn policy_import(state: &State, file: String, text: String, dry_run: bool)
         detail: Some(diff.clone()),
         ..Fields::default()
     };
-    match state
-        .writer
-        .ask(|reply| Op::ChangePolicies {
-            add,
-            remove,
-            fields,
-            reply,
-        })
-        .await
-    {
-        Ok(Ok((entry, new_rows, generation))) => {
-            *rows = new_rows;
-            if let Ok(mut p) = state.policy.write() {
-                *p = Arc::new(new_set);
-            }
-            state.generation.store(generation, Ordering::Release);
-            Next::Reply(Response::PolicyImported {
-                message: format!(
-                    "{message} (recorded in the journal as entry {})",
-                    entry.chain_seq
-                ),
-                diff,
-                changed: true,
-                chain_seq: Some(entry.chain_seq),
-            })
-        }
+    match commit_policies(state, &mut rows, new_set, add, remove, fields).await {
+        Ok(Ok(entry)) => Next::Reply(Response::PolicyImported {
+            message: format!(
+                "{message} (recorded in the journal as entry {})",
+                entry.chain_seq
+            ),
+            diff,
+            changed: true,
+            chain_seq: Some(entry.chain_seq),
+        }),
         Ok(Err(e)) => error(format!(
             "the import could not be recorded, so nothing changed: {e}"
         )),
