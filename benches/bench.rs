@@ -28,9 +28,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use holdcall::config::Durability;
 use holdcall::config::Home;
 use holdcall::frame;
-use holdcall::journal::{self, Durability, Fields, Journal, Kind, NewPolicy};
+use holdcall::journal::{self, Fields, Journal, Kind, NewPolicy};
 use holdcall::policy::{self, CallRequest, Effect, PolicySet, Scope, StoredPolicy};
 use serde::Serialize;
 use serde_json::{Value, json};

@@ -204,7 +204,7 @@ pub fn enrol_file(path: &str) -> Result<(Identity, String), AgentError> {
             let line = line.get(..line.len().min(200)).unwrap_or_default();
             return Err(AgentError::Script {
                 path: path.into(),
-                interpreter: crate::approval::visible(String::from_utf8_lossy(line).trim()),
+                interpreter: crate::text::visible(String::from_utf8_lossy(line).trim()),
             });
         }
         total = total.saturating_add(n as u64);
@@ -334,7 +334,7 @@ impl ProcDir {
 pub fn parent_image<F: AsFd>(sock: &F, relay_pid: i32) -> Result<Identity, String> {
     let relay = ProcDir::open(relay_pid)?;
     if let Ok(pidfd) = nix::sys::socket::getsockopt(sock, nix::sys::socket::sockopt::PeerPidfd)
-        && crate::peer::pid_of_pidfd(&pidfd) != Some(relay_pid)
+        && crate::os::peer::pid_of_pidfd(&pidfd) != Some(relay_pid)
     {
         return Err("the relay exited before its parent was read".into());
     }

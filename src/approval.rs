@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::AbortHandle;
 
+use crate::ipc::HeldCall;
 use crate::limits;
-use crate::wire::HeldCall;
+use crate::text::{decode_non_ascii_escapes, invisible, non_ascii_note, visible};
 
 /// Why a held call was resolved; journaled as the `reason` of its `call.approval` entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,7 +156,7 @@ impl Registry {
             {
                 return Err(Full);
             }
-            let line = pushed_line(&crate::wire::Response::HeldNew {
+            let line = pushed_line(&crate::ipc::Response::HeldNew {
                 call: hold.listed(Instant::now()),
             });
             holds.insert(hold.id.clone(), hold);
@@ -248,7 +249,7 @@ impl Registry {
 }
 
 /// A response as one socket line.
-pub fn pushed_line(resp: &crate::wire::Response) -> Option<Vec<u8>> {
+pub fn pushed_line(resp: &crate::ipc::Response) -> Option<Vec<u8>> {
     let mut v = serde_json::to_vec(resp).ok()?;
     v.push(b'\n');
     Some(v)
@@ -257,172 +258,6 @@ pub fn pushed_line(resp: &crate::wire::Response) -> Option<Vec<u8>> {
 /// A fresh hold id: 12 lowercase hex characters from the kernel's random source.
 pub fn new_hold_id() -> std::io::Result<String> {
     crate::ids::random_hex(6)
-}
-
-/// Characters that draw nothing, or change how their neighbours are drawn, as inclusive ranges
-/// of code points: every character of General Category Cf and every Default_Ignorable_Code_Point,
-/// from the Unicode Character Database 16.0 (`extracted/DerivedGeneralCategory.txt`, `Cf`, and
-/// `DerivedCoreProperties.txt`, `Default_Ignorable_Code_Point`), merged. Unassigned code points
-/// inside a range are included on purpose: a later Unicode may assign them.
-const INVISIBLE: &[(u32, u32)] = &[
-    (0x00AD, 0x00AD),   // soft hyphen (Cf, DI)
-    (0x034F, 0x034F),   // combining grapheme joiner (DI)
-    (0x0600, 0x0605),   // Arabic number signs (Cf)
-    (0x061C, 0x061C),   // Arabic letter mark (Cf, DI)
-    (0x06DD, 0x06DD),   // Arabic end of ayah (Cf)
-    (0x070F, 0x070F),   // Syriac abbreviation mark (Cf)
-    (0x0890, 0x0891),   // Arabic pound and piastre marks above (Cf)
-    (0x08E2, 0x08E2),   // Arabic disputed end of ayah (Cf)
-    (0x115F, 0x1160),   // Hangul choseong and jungseong fillers (DI)
-    (0x17B4, 0x17B5),   // Khmer inherent vowels (DI)
-    (0x180B, 0x180F),   // Mongolian free variation selectors, vowel separator (Cf, DI)
-    (0x200B, 0x200F),   // zero width space, ZWNJ, ZWJ, LRM, RLM (Cf, DI)
-    (0x202A, 0x202E),   // bidi embeddings and overrides (Cf, DI)
-    (0x2060, 0x206F),   // word joiner, invisible operators, bidi isolates, deprecated (Cf, DI)
-    (0x3164, 0x3164),   // Hangul filler (DI)
-    (0xFE00, 0xFE0F),   // variation selectors (DI)
-    (0xFEFF, 0xFEFF),   // zero width no-break space, byte order mark (Cf, DI)
-    (0xFFA0, 0xFFA0),   // halfwidth Hangul filler (DI)
-    (0xFFF0, 0xFFF8),   // unassigned, reserved default ignorable (DI)
-    (0xFFF9, 0xFFFB),   // interlinear annotation (Cf)
-    (0x110BD, 0x110BD), // Kaithi number sign (Cf)
-    (0x110CD, 0x110CD), // Kaithi number sign above (Cf)
-    (0x13430, 0x1343F), // Egyptian hieroglyph format controls (Cf)
-    (0x1BCA0, 0x1BCA3), // shorthand format controls (Cf, DI)
-    (0x1D173, 0x1D17A), // musical symbol formatting (Cf, DI)
-    (0xE0000, 0xE0FFF), // tags, variation selectors supplement, reserved (Cf, DI)
-];
-
-/// Letters and marks of right-to-left scripts (Hebrew, Arabic, Syriac, Thaana, NKo, Samaritan,
-/// Mandaic; their presentation forms; the RTL blocks of the supplementary planes). A terminal's
-/// bidi algorithm may draw them, and the neutral characters beside them, in another order than
-/// the bytes, so they are shown as escapes rather than trusted to the terminal.
-const RIGHT_TO_LEFT: &[(u32, u32)] = &[
-    (0x0590, 0x08FF),
-    (0xFB1D, 0xFDFF),
-    (0xFE70, 0xFEFF),
-    (0x10800, 0x10FFF),
-    (0x1E800, 0x1EFFF),
-];
-
-fn in_table(table: &[(u32, u32)], c: char) -> bool {
-    let n = c as u32;
-    table.iter().any(|&(lo, hi)| lo <= n && n <= hi)
-}
-
-/// True for a character that draws nothing or changes how others are drawn: controls (C0,
-/// DEL, C1), every space but U+0020 and the line and paragraph separators, the [`INVISIBLE`]
-/// table (format characters and default ignorables), private use and noncharacters.
-pub fn invisible(c: char) -> bool {
-    c.is_control() // C0, DEL, C1
-        || (c.is_whitespace() && c != ' ') // other spaces, U+2028, U+2029
-        || in_table(INVISIBLE, c)
-        || matches!(c,
-            '\u{e000}'..='\u{f8ff}'         // private use
-            | '\u{f0000}'..='\u{10ffff}'    // supplementary private use
-            | '\u{fdd0}'..='\u{fdef}'       // noncharacters
-        )
-        || (c as u32 & 0xfffe) == 0xfffe // noncharacters U+xFFFE, U+xFFFF
-}
-
-/// True for a character that must never be shown as itself: an [`invisible`] one, or a
-/// right-to-left letter (see [`RIGHT_TO_LEFT`]). Such a character could make a person read
-/// arguments other than the ones they approve.
-pub fn hidden(c: char) -> bool {
-    invisible(c) || in_table(RIGHT_TO_LEFT, c)
-}
-
-/// `text` with every byte shown as itself: printable ASCII and visible non-ASCII characters as
-/// they are, every [`hidden`] character as `\u{…}` (hex code point). Valid JSON never contains
-/// the text `\u{` (JSON's own escape is `\uXXXX`, and a backslash in a string is `\\`), so an
-/// escape shown here can never be mistaken for argument text. Nothing is dropped, summarised
-/// or shortened.
-pub fn visible(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if hidden(c) {
-            // Writing to a String cannot fail.
-            let _ = write!(out, "\\u{{{:x}}}", c as u32);
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// The note beside [`visible`] text that flags every non-ASCII character shown as itself, so a
-/// lookalike (Cyrillic `а` for Latin `a`) cannot pass unseen: each distinct one as `U+XXXX`,
-/// in order of first appearance. None when every shown character is ASCII.
-pub fn non_ascii_note(text: &str) -> Option<String> {
-    let mut seen: Vec<char> = Vec::new();
-    for c in text.chars() {
-        if !c.is_ascii() && !hidden(c) && !seen.contains(&c) {
-            seen.push(c);
-        }
-    }
-    if seen.is_empty() {
-        return None;
-    }
-    let list: Vec<String> = seen
-        .iter()
-        .map(|c| format!("U+{:04X} {c}", *c as u32))
-        .collect();
-    Some(format!(
-        "non-ASCII characters shown as themselves: {}",
-        list.join(", ")
-    ))
-}
-
-/// `text` with every JSON `\uXXXX` escape of a non-ASCII code point (a surrogate pair counts as
-/// one) replaced by the character, and every other byte kept: what a server that decodes the
-/// JSON will read, for a lookalike such as `"p\u0430ypal"` that is pure ASCII as text. Escapes of
-/// ASCII characters (`\u0022`, `\u005c`) and lone surrogates stay as written, so the result
-/// never changes where a string ends. None when the text holds no such escape.
-pub fn decode_non_ascii_escapes(text: &str) -> Option<String> {
-    fn hex4(s: &str) -> Option<u32> {
-        crate::frame::hex4(s.as_bytes(), 0).map(u32::from)
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut decoded_any = false;
-    let mut rest = text;
-    while let Some(at) = rest.find('\\') {
-        out.push_str(rest.get(..at).unwrap_or(""));
-        let tail = rest.get(at..).unwrap_or("");
-        let after = tail.get(1..).unwrap_or("");
-        if let Some(hex) = after.strip_prefix('u') {
-            let unit = hex4(hex);
-            let (ch, used) = match unit {
-                Some(u @ 0xd800..=0xdbff) => {
-                    let low = hex
-                        .get(4..)
-                        .and_then(|r| r.strip_prefix("\\u"))
-                        .and_then(hex4)
-                        .filter(|l| (0xdc00..=0xdfff).contains(l));
-                    match low {
-                        Some(l) => (
-                            char::from_u32(0x10000 + ((u - 0xd800) << 10) + (l - 0xdc00)),
-                            12,
-                        ),
-                        None => (None, 0),
-                    }
-                }
-                Some(u) if u >= 0x80 => (char::from_u32(u), 6),
-                _ => (None, 0),
-            };
-            if let Some(ch) = ch {
-                out.push(ch);
-                decoded_any = true;
-                rest = tail.get(used..).unwrap_or("");
-                continue;
-            }
-        }
-        // Any other escape (or a backslash escaping a backslash) is kept as two characters.
-        let keep: String = tail.chars().take(2).collect();
-        out.push_str(&keep);
-        rest = tail.get(keep.len()..).unwrap_or("");
-    }
-    out.push_str(rest);
-    decoded_any.then_some(out)
 }
 
 /// Checks a person's rejection reason: at most `limits::APPROVAL_REASON_BYTES_MAX` bytes, and
@@ -520,6 +355,7 @@ pub fn short_duration(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::text::hidden;
 
     #[test]
     fn printable_ascii_is_shown_as_itself() {

@@ -1,6 +1,6 @@
 //! `holdcall bench-decisions` (hidden): the load generator `tools/bench` drives to time the
 //! daemon's decision path. Peer verification lets only this binary talk to the daemon, so the
-//! timing client has to live here; it connects exactly as a relay does (`wire::connect_or_start`,
+//! timing client has to live here; it connects exactly as a relay does (`ipc::connect_or_start`,
 //! `session.start`, then one `call.request` at a time per connection) and times each round trip,
 //! so the path measured is the real one: verification, the session checks, Cedar, the journal
 //! commit, the answer.
@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use crate::config::Home;
 use crate::frame;
+use crate::ipc::{self, Request, Response, Verdict, WireError};
 use crate::limits;
-use crate::wire::{self, Request, Response, Verdict, WireError};
 
 /// What `holdcall bench-decisions` was asked to do.
 #[derive(Debug, Clone)]
@@ -98,14 +98,14 @@ fn session_id(relay: usize) -> String {
 /// One relay's connection with its session open.
 struct Relay {
     n: usize,
-    conn: wire::Conn,
+    conn: ipc::Conn,
     session_id: String,
     seq: i64,
 }
 
 impl Relay {
     async fn open(home: &Home, n: usize, connector: &str) -> Result<Relay, BenchError> {
-        let mut conn = wire::connect_or_start(home).await?;
+        let mut conn = ipc::connect_or_start(home).await?;
         let session_id = session_id(n);
         let started = conn
             .call(

@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::journal::Durability;
 use crate::limits;
 
 /// Errors about the home, its directories and `config.toml`.
@@ -350,6 +349,28 @@ impl Config {
             path: path.to_path_buf(),
             message: e.to_string().trim().to_string(),
         })
+    }
+}
+
+/// How hard a commit tries to survive a crash (see `docs/journal-format.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// WAL + `synchronous=FULL` (plus `fullfsync` on macOS): a committed entry survives power loss
+    /// if the drive honours flushes.
+    Power,
+    /// WAL + `synchronous=NORMAL`: a committed entry survives the process being killed; an OS crash
+    /// or power loss may roll back the latest commits (never corrupts).
+    Process,
+}
+
+impl Durability {
+    /// The `synchronous` setting this durability needs, as SQLite reads it back (0..=3).
+    pub(crate) fn synchronous(self) -> (i64, &'static str) {
+        match self {
+            Durability::Power => (2, "full"),
+            Durability::Process => (1, "normal"),
+        }
     }
 }
 

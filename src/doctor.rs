@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::approval::visible;
-use crate::clientconfig::{self, EntryState, FileState, Places, backup::Backups};
+use crate::clients::{self, EntryState, FileState, Places, backup::Backups};
 use crate::config::{Config, Home};
+use crate::ipc::{self, Probe, Request, Response};
 use crate::journal::{ChainState, Reader};
 use crate::limits;
-use crate::wire::{self, Probe, Request, Response};
+use crate::text::visible;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "UPPERCASE")]
@@ -190,7 +190,7 @@ pub fn daemon(ctx: &Ctx) -> Vec<Check> {
     let Ok(home) = &ctx.home else {
         return Vec::new();
     };
-    let Ok(rt) = wire::current_thread() else {
+    let Ok(rt) = ipc::current_thread() else {
         return vec![check(
             name,
             Status::Fail,
@@ -199,8 +199,8 @@ pub fn daemon(ctx: &Ctx) -> Vec<Check> {
         )];
     };
     let line = rt.block_on(async {
-        match wire::probe(home).await {
-            Probe::NotRunning => match wire::lock_holder(home) {
+        match ipc::probe(home).await {
+            Probe::NotRunning => match ipc::lock_holder(home) {
                 None => check(
                     name,
                     Status::Warn,
@@ -223,7 +223,7 @@ pub fn daemon(ctx: &Ctx) -> Vec<Check> {
             Probe::Other(v) => {
                 let older = matches!(
                     v,
-                    crate::peer::Verdict::OtherProgram {
+                    crate::os::peer::Verdict::OtherProgram {
                         older_build: true,
                         ..
                     }
@@ -280,7 +280,7 @@ pub fn daemon(ctx: &Ctx) -> Vec<Check> {
                         Status::Fail,
                         format!(
                             "running (pid {pid}, version {version}) but it cannot decide, so every call is refused: {}",
-                            crate::approval::visible(&why)
+                            crate::text::visible(&why)
                         ),
                         Some("free disk space if the journal cannot be written; otherwise run `holdcall verify`"),
                     ),
@@ -356,12 +356,12 @@ fn stray_sockets(home: &Home) -> Vec<Check> {
         }
         match std::os::unix::net::UnixStream::connect(&path) {
             Ok(stream) => {
-                let v = crate::peer::judge(&stream);
+                let v = crate::os::peer::judge(&stream);
                 let pid = match &v {
-                    crate::peer::Verdict::Same { pid }
-                    | crate::peer::Verdict::WrongUser { pid, .. }
-                    | crate::peer::Verdict::OtherProgram { pid, .. } => Some(*pid),
-                    crate::peer::Verdict::Unknown { .. } => None,
+                    crate::os::peer::Verdict::Same { pid }
+                    | crate::os::peer::Verdict::WrongUser { pid, .. }
+                    | crate::os::peer::Verdict::OtherProgram { pid, .. } => Some(*pid),
+                    crate::os::peer::Verdict::Unknown { .. } => None,
                 };
                 let who = match pid {
                     Some(pid) => format!("pid {pid}"),
@@ -455,7 +455,7 @@ fn second_daemons(home: &Home) -> Vec<Check> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    let holder = wire::lock_holder(home);
+    let holder = ipc::lock_holder(home);
     let supervisor = holder.and_then(parent_of);
     let me = i32::try_from(std::process::id()).unwrap_or(0);
     let ours = std::fs::canonicalize(home.dir()).unwrap_or_else(|_| home.dir().to_path_buf());
@@ -474,11 +474,11 @@ fn second_daemons(home: &Home) -> Vec<Check> {
         if !args.windows(2).any(|w| w == [&b"daemon"[..], &b"run"[..]]) {
             continue;
         }
-        let v = crate::peer::judge_pid(pid);
+        let v = crate::os::peer::judge_pid(pid);
         let this_binary = matches!(
             v,
-            crate::peer::Verdict::Same { .. }
-                | crate::peer::Verdict::OtherProgram {
+            crate::os::peer::Verdict::Same { .. }
+                | crate::os::peer::Verdict::OtherProgram {
                     older_build: true,
                     ..
                 }
@@ -544,7 +544,7 @@ pub fn journal(ctx: &Ctx) -> Vec<Check> {
                     rep.tables.len(),
                     rep.tables
                         .first()
-                        .map(|t| crate::approval::visible(t))
+                        .map(|t| crate::text::visible(t))
                         .unwrap_or_default()
                 ),
                 Some("run `holdcall verify` to see every difference"),
@@ -750,11 +750,11 @@ pub fn credential_store(ctx: &Ctx) -> Vec<Check> {
             status_if_needed
         }
     };
-    let Ok(rt) = wire::current_thread() else {
+    let Ok(rt) = ipc::current_thread() else {
         return Vec::new();
     };
     let line = rt.block_on(async {
-        match wire::probe(home).await {
+        match ipc::probe(home).await {
             Probe::Ours(mut conn) => {
                 match conn
                     .call(&Request::VaultProbe, limits::STORE_REQUEST_TIMEOUT)
@@ -837,7 +837,7 @@ pub fn connectors(ctx: &Ctx) -> Vec<Check> {
     };
     list.iter()
         .map(|c| {
-            let what = format!("connector {}", crate::approval::visible(&c.name));
+            let what = format!("connector {}", crate::text::visible(&c.name));
             let program = c.command.first().map(String::as_str).unwrap_or_default();
             let runnable = std::fs::metadata(program)
                 .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
@@ -848,7 +848,7 @@ pub fn connectors(ctx: &Ctx) -> Vec<Check> {
                     Status::Ok,
                     format!(
                         "runs {} with its secret in {}",
-                        crate::approval::visible(&c.command.join(" ")),
+                        crate::text::visible(&c.command.join(" ")),
                         c.env_key
                     ),
                     None,
@@ -859,7 +859,7 @@ pub fn connectors(ctx: &Ctx) -> Vec<Check> {
                     Status::Fail,
                     format!(
                         "its registered command {} is missing or not executable, so its servers cannot start",
-                        crate::approval::visible(program)
+                        crate::text::visible(program)
                     ),
                     Some("register it again: `holdcall connector set NAME --env KEY -- COMMAND…`"),
                 )
@@ -920,7 +920,7 @@ pub fn clients(ctx: &Ctx) -> Vec<Check> {
     for spec in places.files() {
         let name = format!("{} {}", spec.client.id(), spec.scope);
         let path = visible(&spec.path.display().to_string());
-        let loaded = match clientconfig::load(&spec) {
+        let loaded = match clients::load(&spec) {
             FileState::Missing => continue,
             FileState::Refused(reason) => {
                 out.push(check(
@@ -966,7 +966,7 @@ pub fn clients(ctx: &Ctx) -> Vec<Check> {
 fn elsewhere_lines(
     name: &str,
     path: &Path,
-    entries: &[clientconfig::Entry],
+    entries: &[clients::Entry],
     home: &Path,
     user_home: &Path,
 ) -> Vec<Check> {
@@ -1018,7 +1018,7 @@ fn elsewhere_lines(
     out
 }
 
-fn names(v: &[&clientconfig::Entry]) -> String {
+fn names(v: &[&clients::Entry]) -> String {
     v.iter()
         .map(|e| visible(&e.name))
         .collect::<Vec<_>>()
@@ -1028,7 +1028,7 @@ fn names(v: &[&clientconfig::Entry]) -> String {
 fn client_lines(
     name: &str,
     path: &Path,
-    entries: &[clientconfig::Entry],
+    entries: &[clients::Entry],
     backups: Option<&Backups>,
 ) -> Vec<Check> {
     let shown = visible(&path.display().to_string());
@@ -1039,19 +1039,19 @@ fn client_lines(
     let unrouted = by(&|s| *s == EntryState::NotRouted);
     let remote = by(&|s| *s == EntryState::Remote);
     let other = by(&|s| matches!(s, EntryState::OtherHoldcall(_)));
-    let reason = |e: &clientconfig::Entry| match &e.state {
+    let reason = |e: &clients::Entry| match &e.state {
         EntryState::OtherHoldcall(o) => o.reason(),
         _ => String::new(),
     };
     let ours = backups.map(|b| b.routed_by_us(path)).unwrap_or_default();
-    let dropped: Vec<&clientconfig::Entry> = unrouted
+    let dropped: Vec<&clients::Entry> = unrouted
         .iter()
         .copied()
         .filter(|e| ours.contains(&(e.group.clone(), e.name.clone())))
         .collect();
     // A `holdcall serve` entry whose holdcall is gone (moved, uninstalled) is told apart from
     // one that runs another holdcall: the remedy is the same, the cause is not.
-    let (missing_binary, foreign): (Vec<&clientconfig::Entry>, Vec<&clientconfig::Entry>) =
+    let (missing_binary, foreign): (Vec<&clients::Entry>, Vec<&clients::Entry>) =
         other.iter().copied().partition(|e| match &e.state {
             EntryState::OtherHoldcall(o) => o.missing(),
             _ => false,
@@ -1069,7 +1069,7 @@ fn client_lines(
             Some("run `holdcall init --write` again"),
         ));
     }
-    let fresh: Vec<&clientconfig::Entry> = unrouted
+    let fresh: Vec<&clients::Entry> = unrouted
         .iter()
         .copied()
         .filter(|e| !dropped.iter().any(|d| std::ptr::eq(*d, *e)))

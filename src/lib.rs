@@ -34,29 +34,25 @@
 pub mod agents;
 pub mod approval;
 pub mod bench;
-pub mod budget;
 pub mod cli;
-pub mod clientconfig;
+pub mod clients;
 pub mod config;
 pub mod connector;
 pub mod console;
-pub mod context;
 pub mod daemon;
 pub mod demo;
 pub mod doctor;
 pub mod frame;
 pub mod ids;
+pub mod ipc;
 pub mod journal;
 pub mod limits;
-pub mod peer;
+pub mod os;
 pub mod policy;
-pub mod policyfile;
-pub mod policytest;
 pub mod projection;
 pub mod relay;
-pub mod supervise;
+pub mod text;
 pub mod vault;
-pub mod wire;
 
 /// This build's version.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use crate::approval::{self, Cause};
+use crate::approval::Cause;
 use crate::journal::Entry;
 
 /// What became of one call, as far as the journal says.
@@ -447,11 +447,11 @@ fn approval_why(e: &Entry) -> String {
 }
 
 /// Text of several lines (policy text, a diff) as a person must see it: each line through
-/// [`approval::visible`] (the one rendering the CLI and the console share), the line breaks kept
+/// [`crate::text::visible`] (the one rendering the CLI and the console share), the line breaks kept
 /// as line breaks.
 pub fn visible_lines(s: &str) -> String {
     s.split('\n')
-        .map(approval::visible)
+        .map(crate::text::visible)
         .collect::<Vec<_>>()
         .join("\n")
 }

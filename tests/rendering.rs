@@ -1,5 +1,5 @@
 //! Every person-facing rendering of text another program chose goes through
-//! `approval::visible`: a terminal escape, a bidi override or a zero width in a tool name, a
+//! `crate::text::visible`: a terminal escape, a bidi override or a zero width in a tool name, a
 //! reason or a path is shown as `\u{…}` in `holdcall log`, `doctor` and `agent list`, never
 //! as itself.
 

@@ -423,7 +423,7 @@ async fn an_rmcp_client_call_held_for_a_person_is_approved_by_a_concurrent_holdc
     assert!(
         listing.contains(&format!(
             "  arguments  {}\n",
-            holdcall::approval::visible(&arguments)
+            holdcall::text::visible(&arguments)
         )),
         "{listing}"
     );

@@ -12,8 +12,8 @@ pub(super) fn daemon_cmd(action: DaemonCmd) -> Result<i32, CliError> {
             // (and refused by the kernel) when already a group leader in the foreground. The
             // daemon, its child, stays in this session.
             let _ = nix::unistd::setsid();
-            let rt = wire::current_thread()?;
-            Ok(rt.block_on(crate::supervise::supervise(&home))?)
+            let rt = ipc::current_thread()?;
+            Ok(rt.block_on(crate::daemon::supervise::supervise(&home))?)
         }
         DaemonCmd::Run { child: true } => {
             let rt = tokio::runtime::Builder::new_multi_thread()
@@ -30,9 +30,9 @@ pub(super) fn daemon_cmd(action: DaemonCmd) -> Result<i32, CliError> {
             }
         }
         DaemonCmd::Start => {
-            let rt = wire::current_thread()?;
+            let rt = ipc::current_thread()?;
             rt.block_on(async {
-                match wire::probe(&home).await {
+                match ipc::probe(&home).await {
                     Probe::Ours(_) => {
                         println!(
                             "the daemon is already running ({})",
@@ -53,7 +53,7 @@ pub(super) fn daemon_cmd(action: DaemonCmd) -> Result<i32, CliError> {
                         limits::DAEMON_HELLO_TIMEOUT
                     ))),
                     Probe::NotRunning => {
-                        wire::connect_or_start(&home).await?;
+                        ipc::connect_or_start(&home).await?;
                         println!("the daemon is running ({})", home.socket_path().display());
                         Ok(0)
                     }
@@ -61,14 +61,14 @@ pub(super) fn daemon_cmd(action: DaemonCmd) -> Result<i32, CliError> {
             })
         }
         DaemonCmd::Stop => {
-            let rt = wire::current_thread()?;
+            let rt = ipc::current_thread()?;
             rt.block_on(stop_daemon(&home))
         }
         DaemonCmd::Restart => {
-            let rt = wire::current_thread()?;
+            let rt = ipc::current_thread()?;
             rt.block_on(async {
                 stop_daemon(&home).await?;
-                wire::connect_or_start(&home).await?;
+                ipc::connect_or_start(&home).await?;
                 println!(
                     "holdcall: daemon restarted and answering at {}",
                     home.socket_path().display()
@@ -77,7 +77,7 @@ pub(super) fn daemon_cmd(action: DaemonCmd) -> Result<i32, CliError> {
             })
         }
         DaemonCmd::Status => {
-            let rt = wire::current_thread()?;
+            let rt = ipc::current_thread()?;
             rt.block_on(async {
                 let d = daemon_line(&home).await;
                 println!("{}", d.text);
@@ -100,24 +100,24 @@ pub(super) struct DaemonLine {
 /// One line about the daemon. The home's lock says whether a daemon runs (F_GETLK names its
 /// pid); the socket says whether it answers. "not running" only when the lock is free.
 pub(super) async fn daemon_line(home: &Home) -> DaemonLine {
-    let holder = wire::lock_holder(home);
+    let holder = ipc::lock_holder(home);
     let socket = home.socket_path();
     let line = |text: String, code: i32| DaemonLine {
         text,
         code,
         pid: holder,
     };
-    match wire::probe(home).await {
+    match ipc::probe(home).await {
         Probe::NotRunning => match holder {
             None => {
                 let mut text = "daemon   not running".to_string();
-                if let Some(rec) = crate::supervise::last_exit(home) {
+                if let Some(rec) = crate::daemon::supervise::last_exit(home) {
                     text.push_str(&format!(" -- {}", rec.describe()));
                 }
                 line(text, 3)
             }
-            Some(pid) => match crate::peer::judge_pid(pid) {
-                crate::peer::Verdict::Same { .. } => line(
+            Some(pid) => match crate::os::peer::judge_pid(pid) {
+                crate::os::peer::Verdict::Same { .. } => line(
                     format!(
                         "daemon   running (pid {pid}) but not answering on {}",
                         socket.display()
@@ -138,7 +138,7 @@ pub(super) async fn daemon_line(home: &Home) -> DaemonLine {
         Probe::Other(v) => {
             let older = matches!(
                 v,
-                crate::peer::Verdict::OtherProgram {
+                crate::os::peer::Verdict::OtherProgram {
                     older_build: true,
                     ..
                 }
@@ -215,8 +215,8 @@ pub(super) async fn daemon_line(home: &Home) -> DaemonLine {
 /// Sends SIGTERM to the holder of the home's daemon lock, after checking that it is this
 /// Holdcall (or an older build at the same path) running as us: a pid is only a number.
 pub(super) fn signal_lock_holder(home: &Home, pid: i32) -> Result<(), CliError> {
-    use crate::peer::Verdict;
-    match crate::peer::judge_pid(pid) {
+    use crate::os::peer::Verdict;
+    match crate::os::peer::judge_pid(pid) {
         Verdict::Same { .. }
         | Verdict::OtherProgram {
             older_build: true, ..
@@ -248,8 +248,8 @@ pub(super) fn signal_lock_holder(home: &Home, pid: i32) -> Result<(), CliError> 
 }
 
 pub(super) async fn stop_daemon(home: &Home) -> Result<i32, CliError> {
-    match wire::probe(home).await {
-        Probe::NotRunning => match wire::lock_holder(home) {
+    match ipc::probe(home).await {
+        Probe::NotRunning => match ipc::lock_holder(home) {
             None => {
                 println!("holdcall: no daemon was running");
                 return Ok(0);
@@ -270,7 +270,7 @@ pub(super) async fn stop_daemon(home: &Home) -> Result<i32, CliError> {
             {
                 Ok(_) => println!("holdcall: stopping the daemon"),
                 // It did not answer: the lock names it, and a signal stops it.
-                Err(e) => match wire::lock_holder(home) {
+                Err(e) => match ipc::lock_holder(home) {
                     Some(pid) => {
                         signal_lock_holder(home, pid)?;
                         println!(
@@ -281,7 +281,7 @@ pub(super) async fn stop_daemon(home: &Home) -> Result<i32, CliError> {
                 },
             }
         }
-        Probe::Other(crate::peer::Verdict::OtherProgram {
+        Probe::Other(crate::os::peer::Verdict::OtherProgram {
             pid,
             older_build: true,
             ..
@@ -303,7 +303,7 @@ pub(super) async fn stop_daemon(home: &Home) -> Result<i32, CliError> {
         }
         // The holder of this home's lock is this home's daemon, whatever database it has open
         // (one replaced behind it is no longer this home's): ours to stop. Any other is not.
-        Probe::OtherHome { pid, .. } if wire::lock_holder(home) == Some(pid) => {
+        Probe::OtherHome { pid, .. } if ipc::lock_holder(home) == Some(pid) => {
             signal_lock_holder(home, pid)?;
             println!(
                 "holdcall: stopping the daemon (pid {pid}), which serves a database this home no longer holds"
@@ -316,7 +316,7 @@ pub(super) async fn stop_daemon(home: &Home) -> Result<i32, CliError> {
         }
         // Verified but silent: only the holder of this home's lock is ours to signal.
         Probe::Silent { pid } => {
-            if wire::lock_holder(home) != Some(pid) {
+            if ipc::lock_holder(home) != Some(pid) {
                 return Err(CliError::Refused(format!(
                     "not stopping pid {pid}: it does not answer and does not hold {}",
                     home.lock_path().display()
@@ -330,7 +330,7 @@ pub(super) async fn stop_daemon(home: &Home) -> Result<i32, CliError> {
     while Instant::now() < deadline {
         // Gone means its lock is released (a daemon still writing its last entries holds the
         // lock after removing its socket) and nothing of ours answers on the socket.
-        if wire::daemon_lock_free(home) && !matches!(wire::probe(home).await, Probe::Ours(_)) {
+        if ipc::daemon_lock_free(home) && !matches!(ipc::probe(home).await, Probe::Ours(_)) {
             return Ok(0);
         }
         // Waiting for another process to let go of its lock: nothing to wait on but time.

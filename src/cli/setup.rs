@@ -1,16 +1,16 @@
 //! The output of `holdcall init`, `doctor` and `inventory` (the logic is in `clientconfig` and
 //! `doctor`). Never prints an environment value: entries carry env names only, and arguments
-//! and URLs pass through `clientconfig::inspect` redaction first.
+//! and URLs pass through `clients::inspect` redaction first.
 
 use std::io::Write;
 
 use super::CliError;
-use crate::approval::visible;
-use crate::clientconfig::inspect::{self, show_command};
-use crate::clientconfig::{
+use crate::clients::inspect::{self, show_command};
+use crate::clients::{
     self, ClientConfigError, Entry, EntryState, FileState, Places, backup::Backups,
 };
 use crate::config::Home;
+use crate::text::visible;
 
 fn env_line(e: &Entry) -> Option<String> {
     (!e.env_names.is_empty()).then(|| {
@@ -27,7 +27,7 @@ fn env_line(e: &Entry) -> Option<String> {
 
 /// `holdcall init [--write] | --undo BACKUP [--force]`.
 /// A client file as `init` heads its lines: the path (made visible), the client and the scope.
-fn file_heading(spec: &clientconfig::FileSpec) -> String {
+fn file_heading(spec: &clients::FileSpec) -> String {
     format!(
         "{} ({}, {})",
         visible(&spec.path.display().to_string()),
@@ -56,13 +56,13 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
         return Ok(0);
     }
     let places = Places::from_env()?;
-    let holdcall = clientconfig::holdcall_command()?;
+    let holdcall = clients::holdcall_command()?;
     let home_dir = home
         .dir()
         .to_str()
         .ok_or_else(|| ClientConfigError::HomeNotUtf8(home.dir().to_path_buf()))?
         .to_string();
-    let target = clientconfig::Target {
+    let target = clients::Target {
         home: &home_dir,
         user_home: &places.home,
     };
@@ -70,7 +70,7 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
     let mut refused = Vec::new();
     let mut found = 0usize;
     for spec in places.files() {
-        let loaded = match clientconfig::load(&spec) {
+        let loaded = match clients::load(&spec) {
             FileState::Missing => continue,
             FileState::Refused(reason) => {
                 found += 1;
@@ -85,7 +85,7 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
             FileState::Read(l) => l,
         };
         found += 1;
-        let plan = match clientconfig::plan(&spec, &loaded, &holdcall, target) {
+        let plan = match clients::plan(&spec, &loaded, &holdcall, target) {
             Ok(p) => p,
             Err(e) => {
                 writeln!(out, "{}", file_heading(&spec))?;
@@ -123,7 +123,7 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
                     }
                     let cmd = e.command.as_deref().unwrap_or("");
                     writeln!(out, "    - {}", show_command(cmd, &e.args))?;
-                    let mut args = clientconfig::serve_prefix(spec.client, &connector, &home_dir);
+                    let mut args = clients::serve_prefix(spec.client, &connector, &home_dir);
                     args.push(cmd.to_string());
                     args.extend(e.args.iter().cloned());
                     writeln!(out, "    + {}", show_command(&holdcall, &args))?;
@@ -291,7 +291,7 @@ pub fn inventory(json: bool) -> Result<i32, CliError> {
     let mut rows = Vec::new();
     let mut unreadable = Vec::new();
     for spec in places.files() {
-        match clientconfig::load(&spec) {
+        match clients::load(&spec) {
             FileState::Missing => {}
             FileState::Refused(reason) => unreadable.push(serde_json::json!({
                 "client": spec.client.id(),

@@ -20,18 +20,19 @@ use tokio::sync::{Notify, oneshot};
 
 use crate::agents::{self, Enrolment};
 use crate::approval::{self, Cause, Hold};
-use crate::budget::{self, Budget, BudgetScope, CallScope, Counters};
+use crate::config::Durability;
 use crate::config::{Config, Home};
-use crate::context::{CallContext, Clock};
+use crate::ipc::{self, Release, Request, Response, Verdict};
 use crate::journal::{
-    self, AgentChange, BudgetChange, BudgetRow, Durability, Entry, Fields, Journal, Kind,
-    NewPolicy, PolicyRow,
+    self, AgentChange, BudgetChange, Entry, Fields, Journal, Kind, NewPolicy, PolicyRow,
 };
 use crate::limits;
-use crate::peer;
+use crate::os::peer;
+use crate::policy::budget::BudgetRow;
+use crate::policy::budget::{self, Budget, BudgetScope, CallScope, Counters};
+use crate::policy::context::{CallContext, Clock};
 use crate::policy::{self, CallRequest, Effect, PolicySet, Scope, StoredPolicy};
 use crate::vault::{self, Keyring, SecretStore};
-use crate::wire::{self, Release, Request, Response, Verdict};
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum DaemonError {
@@ -68,6 +69,7 @@ pub enum DaemonError {
     WriterGone,
 }
 
+pub mod supervise;
 mod writer;
 use writer::{AppendError, Op, Writer, WriterCore, writer_thread};
 
@@ -153,7 +155,7 @@ struct State {
     connectors: tokio::sync::Mutex<()>,
     /// The home this daemon serves, as `daemon.hello` proves it: the database it opened and
     /// the machine id it read.
-    serves: wire::Serves,
+    serves: ipc::Serves,
 }
 
 impl State {
@@ -205,8 +207,8 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
     // daemon serves this home's database, so any socket file at our path is stale (or an
     // impostor's) and ours to replace. A POSIX record lock: the kernel releases it when this
     // process closes ANY descriptor of daemon.lock, so nothing in the daemon opens that file
-    // again (see `wire::DaemonLock`).
-    let lock = match wire::take_daemon_lock(&home) {
+    // again (see `ipc::DaemonLock`).
+    let lock = match ipc::take_daemon_lock(&home) {
         Ok(Ok(lock)) => lock,
         Ok(Err(holder)) => {
             return Err(DaemonError::AlreadyRunning(format!(
@@ -226,7 +228,7 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
         }
     };
     // A daemon of this home runs again: how the last one ended is history.
-    crate::supervise::clear_exit(&home);
+    crate::daemon::supervise::clear_exit(&home);
     // The locked file, to notice one removed or replaced behind our back (`rm daemon.*`): a
     // new daemon would lock the new file and serve this home beside us.
     let mut lock_identity = lock.identity();
@@ -244,7 +246,7 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
             path: db.display().to_string(),
             source,
         })?;
-        wire::Serves {
+        ipc::Serves {
             home: home.dir().display().to_string(),
             db_dev: m.dev(),
             db_ino: m.ino(),
@@ -379,14 +381,14 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
         };
         // (Only with our own file's identity known: opening our own lock file and closing it
         // again would release the lock.)
-        if check && lock_identity.is_some() && wire::lock_file_identity(&home) != lock_identity {
+        if check && lock_identity.is_some() && ipc::lock_file_identity(&home) != lock_identity {
             // Our lock is on a file no longer at the lock's path: take the lock on what is there
             // now, or, if another daemon already holds it, leave this home to that one.
-            match wire::take_daemon_lock(&home) {
+            match ipc::take_daemon_lock(&home) {
                 Ok(Ok(again)) => {
                     lock_identity = again.identity();
                     // Held until the process ends, like the first (never closed: see
-                    // `wire::DaemonLock`).
+                    // `ipc::DaemonLock`).
                     std::mem::forget(again);
                     tracing::warn!(
                         "the daemon's lock {} was removed or replaced; it holds the lock there again",
@@ -984,13 +986,13 @@ async fn decide_held(state: &State, id: String, approve: bool, reason: Option<St
     let Some(hold) = state.approvals.take(&id) else {
         return error(format!(
             "no call is held with id {:?}: it was decided already, timed out, ended with its session, or never existed; `holdcall approve` lists the calls held now",
-            approval::visible(&id)
+            crate::text::visible(&id)
         ));
     };
     let what = format!(
         "call {} to {} (connector {}, seq {})",
         hold.id,
-        approval::visible(&hold.tool),
+        crate::text::visible(&hold.tool),
         hold.connector,
         hold.seq
     );
@@ -1292,7 +1294,7 @@ async fn hold_call(
         decision: Verdict::Held,
         policy_id: policy_id.clone(),
         reason: reason.clone(),
-        hold: Some(wire::HoldTicket {
+        hold: Some(ipc::HoldTicket {
             id: id.clone(),
             timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
         }),
@@ -1369,8 +1371,8 @@ async fn hold_call(
     Next::Sent
 }
 
-fn listed(r: &PolicyRow) -> wire::ListedPolicy {
-    wire::ListedPolicy {
+fn listed(r: &PolicyRow) -> ipc::ListedPolicy {
+    ipc::ListedPolicy {
         id: r.id.clone(),
         seq: r.seq,
         source: r.source.clone(),
@@ -1552,7 +1554,7 @@ async fn session_start(
     }
     // Said in the journal as the relay words it, made printable and bounded like a label.
     let reason = connector_from.map(|from| {
-        let from: String = crate::approval::visible(&from)
+        let from: String = crate::text::visible(&from)
             .chars()
             .take(limits::CONNECTOR_FROM_CHARS_MAX)
             .collect();
@@ -1757,8 +1759,8 @@ async fn connector_set(state: &State, req: crate::connector::SetRequest) -> Next
     } = req;
     let summary = format!(
         "connector {name} registered: runs {} in {} with its secret in {env_key}",
-        approval::visible(&command.join(" ")),
-        approval::visible(&cwd)
+        crate::text::visible(&command.join(" ")),
+        crate::text::visible(&cwd)
     );
     let fields = Fields {
         connector: Some(name.clone()),
@@ -2481,7 +2483,7 @@ fn file_source(file: &str) -> String {
 /// One transaction, one `policy.change` entry with the file's name and SHA-256, the ids and the
 /// diff of the whole set's text. A file with any error changes nothing.
 async fn policy_import(state: &State, file: String, text: String, dry_run: bool) -> Next {
-    let checked = match crate::policyfile::check(&file, &text) {
+    let checked = match crate::policy::file::check(&file, &text) {
         Ok(c) => c,
         Err(refused) => return error(refused.plain()),
     };
@@ -2509,7 +2511,7 @@ async fn policy_import(state: &State, file: String, text: String, dry_run: bool)
     for p in &checked.policies {
         keep_ids.insert(p.id.clone());
         match rows.iter().find(|r| r.id == p.id) {
-            Some(r) if crate::policyfile::canonical(&r.text) == p.text => {}
+            Some(r) if crate::policy::file::canonical(&r.text) == p.text => {}
             Some(_) => changed.push(p.clone()),
             None => added.push(p.clone()),
         }
@@ -2759,7 +2761,7 @@ fn agent_list(state: &State) -> Next {
         .iter()
         .map(|e| {
             let stale = agents::staleness(e).err();
-            wire::ListedAgent {
+            ipc::ListedAgent {
                 name: e.name.clone(),
                 path: e.path.clone(),
                 state: if stale.is_some() { "stale" } else { "current" }.into(),

@@ -18,6 +18,11 @@
 //! It does no I/O: policies come in as text, decisions go out as values. Storage, the journal
 //! and the socket live elsewhere. See `docs/decisions/0001-policy-in-cedar.md` for the why.
 
+pub mod budget;
+pub mod cases;
+pub mod context;
+pub mod file;
+
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -28,11 +33,11 @@ use cedar_policy::{
     ResourceConstraint, Response, Schema, Template, ValidationMode, ValidationWarning, Validator,
 };
 
-use crate::context::CallContext;
 use crate::limits::{SCOPE_NAME_CHARS_MAX, TOOL_NAME_BYTES_MAX};
+use crate::policy::context::CallContext;
 
 /// The schema every policy is validated against, embedded so the binary cannot drift from it.
-pub const SCHEMA_TEXT: &str = include_str!("../schema/holdcall.cedarschema");
+pub const SCHEMA_TEXT: &str = include_str!("../../schema/holdcall.cedarschema");
 
 /// The annotation that carries Holdcall's three-valued effect on top of Cedar's two.
 pub const EFFECT_ANNOTATION: &str = "holdcall_effect";

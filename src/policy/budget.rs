@@ -291,6 +291,14 @@ impl Counters {
     }
 }
 
+/// A budget as stored.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BudgetRow {
+    #[serde(flatten)]
+    pub budget: Budget,
+    pub created_at: String,
+}
+
 #[cfg(test)]
 #[allow(clippy::panic, clippy::indexing_slicing, reason = "tests")]
 mod tests {

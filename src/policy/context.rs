@@ -12,8 +12,8 @@
 use cedar_policy::{Context, RestrictedExpression};
 use chrono::{DateTime, Datelike, FixedOffset, Timelike, Utc};
 
-use crate::budget::SessionCounts;
 use crate::limits::{ARGUMENTS_DEPTH_MAX, ARGUMENTS_VALUES_MAX};
+use crate::policy::budget::SessionCounts;
 
 /// Fractional digits Cedar's `decimal` holds.
 const DECIMAL_DIGITS: usize = 4;

@@ -359,12 +359,12 @@ const GENERIC_DIRS: &[&str] = &[
 /// or Python runner runs (without scope, version or extras), the image `docker run` runs, the
 /// module of `python -m`, a script's name (or its project directory's, for `index.js` and
 /// the like), else the command's own base name. Not yet a valid connector name: see
-/// `clientconfig::derived_connector`.
+/// `clients::derived_connector`.
 pub fn server_name(command: &str, args: &[String]) -> (String, String) {
     let fallback = || {
         (
             base(command).to_string(),
-            format!("the command {}", crate::approval::visible(base(command))),
+            format!("the command {}", crate::text::visible(base(command))),
         )
     };
     match launcher(command, args) {
@@ -374,7 +374,7 @@ pub fn server_name(command: &str, args: &[String]) -> (String, String) {
                 let short = name.rsplit('/').next().unwrap_or(&name).to_string();
                 (
                     short,
-                    format!("the npm package {}", crate::approval::visible(spec)),
+                    format!("the npm package {}", crate::text::visible(spec)),
                 )
             }
             Err(_) => fallback(),
@@ -387,7 +387,7 @@ pub fn server_name(command: &str, args: &[String]) -> (String, String) {
                     .unwrap_or(spec);
                 (
                     name.to_string(),
-                    format!("the Python package {}", crate::approval::visible(spec)),
+                    format!("the Python package {}", crate::text::visible(spec)),
                 )
             }
             Err(_) => fallback(),
@@ -399,7 +399,7 @@ pub fn server_name(command: &str, args: &[String]) -> (String, String) {
                 let name = last.split(':').next().unwrap_or(last);
                 (
                     name.to_string(),
-                    format!("the image {}", crate::approval::visible(image)),
+                    format!("the image {}", crate::text::visible(image)),
                 )
             }
             Err(_) => fallback(),
@@ -411,7 +411,7 @@ pub fn server_name(command: &str, args: &[String]) -> (String, String) {
             {
                 return (
                     module.clone(),
-                    format!("the Python module {}", crate::approval::visible(module)),
+                    format!("the Python module {}", crate::text::visible(module)),
                 );
             }
             let Some(script) = args.iter().find(|a| !a.starts_with('-')) else {
@@ -434,7 +434,7 @@ pub fn server_name(command: &str, args: &[String]) -> (String, String) {
             }
             (
                 name.to_string(),
-                format!("the script {}", crate::approval::visible(script)),
+                format!("the script {}", crate::text::visible(script)),
             )
         }
         Launcher::Binary => fallback(),
@@ -678,11 +678,11 @@ fn docker_image(args: &[String]) -> Result<&str, Pin> {
 
 /// Arguments shown on one line: redacted, printable, quoted when they hold spaces.
 pub fn show_command(command: &str, args: &[String]) -> String {
-    let mut parts = vec![shell_word(&crate::approval::visible(command))];
+    let mut parts = vec![shell_word(&crate::text::visible(command))];
     parts.extend(
         redact_args(args)
             .iter()
-            .map(|a| shell_word(&crate::approval::visible(a))),
+            .map(|a| shell_word(&crate::text::visible(a))),
     );
     parts.join(" ")
 }

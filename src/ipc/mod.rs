@@ -14,7 +14,7 @@ use tokio::net::unix::OwnedWriteHalf;
 
 use crate::config::Home;
 use crate::limits;
-use crate::peer;
+use crate::os::peer;
 use crate::policy::{Effect, Explanation, Scope};
 
 /// Something a relay or a CLI command asks of the daemon. Every request gets exactly one
@@ -76,10 +76,12 @@ pub enum Request {
     #[serde(rename = "budget.set")]
     BudgetSet {
         calls: i64,
-        scope: crate::budget::BudgetScope,
+        scope: crate::policy::budget::BudgetScope,
     },
     #[serde(rename = "budget.remove")]
-    BudgetRemove { scope: crate::budget::BudgetScope },
+    BudgetRemove {
+        scope: crate::policy::budget::BudgetScope,
+    },
     #[serde(rename = "policy.explain")]
     PolicyExplain {
         agent: Option<String>,
@@ -268,7 +270,7 @@ pub enum Response {
     PolicyList {
         policies: Vec<ListedPolicy>,
         #[serde(default)]
-        budgets: Vec<crate::journal::BudgetRow>,
+        budgets: Vec<crate::policy::budget::BudgetRow>,
     },
     #[serde(rename = "policy.imported")]
     PolicyImported {
@@ -284,7 +286,7 @@ pub enum Response {
         explanation: Box<Explanation>,
         /// The budgets whose scope the explained call falls in, oldest first.
         #[serde(default)]
-        budgets: Vec<crate::journal::BudgetRow>,
+        budgets: Vec<crate::policy::budget::BudgetRow>,
     },
     #[serde(rename = "agent.changed")]
     AgentChanged { message: String, chain_seq: i64 },
@@ -340,12 +342,12 @@ impl Serves {
         let (db, id) = Serves::of(home);
         let theirs = format!(
             "it serves the home {} (database device {}, inode {})",
-            crate::approval::visible(&self.home),
+            crate::text::visible(&self.home),
             self.db_dev,
             self.db_ino
         );
         let ours = home.db_path();
-        let ours = crate::approval::visible(&ours.to_string_lossy());
+        let ours = crate::text::visible(&ours.to_string_lossy());
         let why = match (db, id) {
             (None, _) => format!("{theirs}, and this home has no database at {ours}"),
             (Some((dev, ino)), _) if (dev, ino) != (self.db_dev, self.db_ino) => {

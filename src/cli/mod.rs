@@ -17,11 +17,11 @@ mod setup;
 use daemon::{daemon_cmd, daemon_line};
 
 use crate::config::{Config, Home};
+use crate::ipc::{self, Probe, Request, Response, WireError};
 use crate::journal::{self, ChainState, Entry, LogFilter, Reader};
 use crate::limits;
 use crate::policy::{Effect, Explanation, Scope};
 use crate::relay::{self, ServeOptions};
-use crate::wire::{self, Probe, Request, Response, WireError};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -433,22 +433,22 @@ pub enum CliError {
     Daemon(#[from] crate::daemon::DaemonError),
     #[error(transparent)]
     #[diagnostic(transparent)]
-    Supervise(#[from] crate::supervise::SuperviseError),
+    Supervise(#[from] crate::daemon::supervise::SuperviseError),
     #[error(transparent)]
     #[diagnostic(transparent)]
     Policy(#[from] crate::policy::PolicyError),
     #[error(transparent)]
     #[diagnostic(transparent)]
-    PolicyFile(#[from] crate::policyfile::FileRefused),
+    PolicyFile(#[from] crate::policy::file::FileRefused),
     #[error(transparent)]
     #[diagnostic(transparent)]
-    BudgetCap(#[from] crate::budget::BadCap),
+    BudgetCap(#[from] crate::policy::budget::BadCap),
     #[error(transparent)]
     #[diagnostic(transparent)]
-    PolicyCases(#[from] Box<crate::policytest::CasesError>),
+    PolicyCases(#[from] Box<crate::policy::cases::CasesError>),
     #[error(transparent)]
     #[diagnostic(transparent)]
-    ClientConfig(#[from] crate::clientconfig::ClientConfigError),
+    ClientConfig(#[from] crate::clients::ClientConfigError),
     #[error(transparent)]
     #[diagnostic(transparent)]
     Console(#[from] crate::console::ConsoleError),
@@ -511,7 +511,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
                         .collect();
                     let (program, args) =
                         words.split_first().ok_or(relay::RelayError::NoCommand)?;
-                    let (c, from) = crate::clientconfig::derived_connector(program, args);
+                    let (c, from) = crate::clients::derived_connector(program, args);
                     eprintln!(
                         "holdcall: no --connector given: using connector {c}, derived from {from}"
                     );
@@ -520,7 +520,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
             };
             // The relay runs on one thread: the thread that starts the server must outlive it,
             // because the server's parent-death signal follows that thread.
-            let rt = wire::current_thread()?;
+            let rt = ipc::current_thread()?;
             let code = rt.block_on(relay::serve(
                 home,
                 ServeOptions {
@@ -591,7 +591,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
 fn bench_decisions(opts: crate::bench::BenchOptions, json: bool) -> Result<i32, CliError> {
     let (home, _) = home_and_config()?;
     // One thread, as a relay runs: every relay's connection shares it.
-    let rt = wire::current_thread()?;
+    let rt = ipc::current_thread()?;
     let r = rt.block_on(crate::bench::run(home, opts))?;
     let mut out = std::io::stdout().lock();
     if json {
@@ -637,9 +637,9 @@ pub(crate) fn ask_daemon(req: Request) -> Result<Response, CliError> {
 
 fn ask_daemon_within(req: Request, timeout: Duration) -> Result<Response, CliError> {
     let (home, _) = home_and_config()?;
-    let rt = wire::current_thread()?;
+    let rt = ipc::current_thread()?;
     rt.block_on(async {
-        let mut conn = wire::connect_or_start(&home).await?;
+        let mut conn = ipc::connect_or_start(&home).await?;
         match conn.call(&req, timeout).await {
             Ok(Response::Error { message }) => Err(CliError::Refused(message)),
             Ok(other) => Ok(other),
@@ -751,9 +751,9 @@ fn connector_set(
     }
 
     let (home, _) = home_and_config()?;
-    let rt = wire::current_thread()?;
+    let rt = ipc::current_thread()?;
     let mut conn = rt
-        .block_on(wire::connect_or_start(&home))
+        .block_on(ipc::connect_or_start(&home))
         .map_err(|e| match e {
             WireError::NotVerified { socket, why } => CliError::SecretNotSent { socket, why },
             other => CliError::Wire(other),
@@ -937,7 +937,7 @@ fn decide_cmd(id: String, approve: bool, reason: Option<String>) -> Result<i32, 
     if !crate::approval::valid_hold_id(&id) {
         return Err(CliError::Refused(format!(
             "{:?} is not a hold id (12 lowercase hex characters); `holdcall approve` lists the held calls",
-            crate::approval::visible(&id)
+            crate::text::visible(&id)
         )));
     }
     if let Some(r) = &reason {
@@ -999,9 +999,9 @@ fn agent_cmd(action: AgentCmd) -> Result<i32, CliError> {
 /// moment it is held, and an idle watch costs nothing), until interrupted.
 fn approve_list(watch: bool, json: bool) -> Result<i32, CliError> {
     let (home, _) = home_and_config()?;
-    let rt = wire::current_thread()?;
+    let rt = ipc::current_thread()?;
     rt.block_on(async {
-        let mut conn = wire::connect_or_start(&home).await?;
+        let mut conn = ipc::connect_or_start(&home).await?;
         let req = if watch {
             Request::ApprovalWatch
         } else {
@@ -1056,7 +1056,7 @@ fn approve_list(watch: bool, json: bool) -> Result<i32, CliError> {
     })
 }
 
-fn show_held(call: &wire::HeldCall, json: bool) -> Result<(), CliError> {
+fn show_held(call: &ipc::HeldCall, json: bool) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
     if json {
         serde_json::to_writer(&mut out, call).map_err(std::io::Error::other)?;
@@ -1152,8 +1152,11 @@ fn policy_cmd(action: PolicyCmd) -> Result<i32, CliError> {
     changed(ask_daemon(Request::PolicySet { effect, scope: sc })?)
 }
 
-fn budget_scope(which: BudgetTools, s: ScopeArgs) -> Result<crate::budget::BudgetScope, CliError> {
-    let sc = crate::budget::BudgetScope {
+fn budget_scope(
+    which: BudgetTools,
+    s: ScopeArgs,
+) -> Result<crate::policy::budget::BudgetScope, CliError> {
+    let sc = crate::policy::budget::BudgetScope {
         tool: which.tool,
         agent: s.agent,
         connector: s.connector,
@@ -1179,12 +1182,12 @@ fn policy_budget(
         return changed(ask_daemon(Request::BudgetRemove { scope: sc })?);
     }
     let given = calls.unwrap_or_default();
-    let bad = || crate::budget::BadCap {
+    let bad = || crate::policy::budget::BadCap {
         given: format!("{given:?}"),
         max: limits::BUDGET_CALLS_MAX,
     };
     let n = given.trim().parse::<i64>().map_err(|_| bad())?;
-    let n = crate::budget::check_cap(n)?;
+    let n = crate::policy::budget::check_cap(n)?;
     let sc = budget_scope(which, s)?;
     changed(ask_daemon(Request::BudgetSet {
         calls: n,
@@ -1273,7 +1276,7 @@ fn policy_list(json: bool) -> Result<i32, CliError> {
 
 fn write_budgets(
     out: &mut impl Write,
-    budgets: &[crate::journal::BudgetRow],
+    budgets: &[crate::policy::budget::BudgetRow],
 ) -> std::io::Result<()> {
     if budgets.is_empty() {
         return Ok(());
@@ -1303,7 +1306,7 @@ fn read_policy_file(path: &std::path::Path) -> Result<(String, String, Vec<Strin
         || path.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
-    let checked = crate::policyfile::check(&name, &text)?;
+    let checked = crate::policy::file::check(&name, &text)?;
     Ok((name, text, checked.warnings))
 }
 
@@ -1312,7 +1315,7 @@ fn policy_validate(path: &std::path::Path) -> Result<i32, CliError> {
     for w in &warnings {
         eprintln!("{w}");
     }
-    let n = crate::policyfile::split(&text).len();
+    let n = crate::policy::file::split(&text).len();
     println!("{name}: {n} policies, valid ({} warnings)", warnings.len());
     Ok(0)
 }
@@ -1354,7 +1357,7 @@ fn policy_under_test(
             ("the policy in force".to_string(), text)
         }
     };
-    let checked = crate::policyfile::check(&name, &text)?;
+    let checked = crate::policy::file::check(&name, &text)?;
     let stored: Vec<crate::policy::StoredPolicy> = checked
         .policies
         .into_iter()
@@ -1370,9 +1373,9 @@ fn policy_under_test(
 
 fn policy_test(cases: &std::path::Path, policy: Option<&std::path::Path>) -> Result<i32, CliError> {
     let text = std::fs::read_to_string(cases)?;
-    let cases = crate::policytest::parse(&cases.display().to_string(), &text)?;
+    let cases = crate::policy::cases::parse(&cases.display().to_string(), &text)?;
     let (name, set) = policy_under_test(policy)?;
-    let results = crate::policytest::run(&set, &cases);
+    let results = crate::policy::cases::run(&set, &cases);
     let mut out = std::io::stdout().lock();
     let mut failed = 0usize;
     for r in &results {
@@ -1656,7 +1659,7 @@ fn local_time(rfc3339: &str) -> String {
 
 /// Every person-facing rendering of text another program chose (tool names, reasons, paths,
 /// agent names) goes through the one function `holdcall approve` uses.
-use crate::approval::visible;
+use crate::text::visible;
 
 /// A daemon's reply of one or more lines (it may quote a path, a name or a reason), each line
 /// through [`visible`].
@@ -1768,7 +1771,7 @@ fn verify_cmd(expect_head: Option<String>, json: bool) -> Result<i32, CliError> 
 fn status_cmd(json: bool) -> Result<i32, CliError> {
     let home = Home::from_env()?;
     let config = Config::load(&home);
-    let rt = wire::current_thread()?;
+    let rt = ipc::current_thread()?;
     let d = rt.block_on(daemon_line(&home));
     let daemon = d.text;
     let reader = Reader::open(&home.db_path());

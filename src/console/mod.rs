@@ -5,7 +5,7 @@
 //! Owns: the HTTP rules (loopback Host, GET/HEAD only, a per-launch bearer token for every
 //! `/api/` path, strict headers on every answer), the page's JSON, and the console's daemon
 //! client. Must never: write the database (it opens it with SQLite's read-only flag), start the
-//! daemon (it dials with `wire::connect`, never `connect_or_start`), send the daemon anything but
+//! daemon (it dials with `ipc::connect`, never `connect_or_start`), send the daemon anything but
 //! a read request ([`is_read_request`]), or offer a route that decides: approving stays on the
 //! command line, because any page in the person's browser can reach a loopback port.
 
@@ -25,12 +25,12 @@ use serde_json::{Value, json};
 
 mod connections;
 
-use crate::approval::visible;
 use crate::config::Home;
+use crate::ipc::{self, Request as WireRequest, Response as WireResponse, WireError};
 use crate::journal::{Entry, LogFilter, Reader, VerifyReport};
 use crate::limits;
 use crate::projection::{self, Projection};
-use crate::wire::{self, Request as WireRequest, Response as WireResponse, WireError};
+use crate::text::visible;
 
 /// The port `holdcall console` listens on when `--port` is not given.
 pub const DEFAULT_PORT: u16 = 7717;
@@ -40,10 +40,10 @@ pub const DEFAULT_PORT: u16 = 7717;
 pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
 connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-const PAGE: &str = include_str!("../dashboard/index.html");
-const SCRIPT: &str = include_str!("../dashboard/app.js");
-const STYLE: &str = include_str!("../dashboard/style.css");
-const ICON: &str = include_str!("../dashboard/icon.svg");
+const PAGE: &str = include_str!("page/index.html");
+const SCRIPT: &str = include_str!("page/app.js");
+const STYLE: &str = include_str!("page/style.css");
+const ICON: &str = include_str!("page/icon.svg");
 
 /// Why the console cannot start or answer.
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
@@ -220,7 +220,7 @@ pub fn run(opts: Options) -> Result<i32, ConsoleError> {
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty());
     let cap = connections::connections_cap();
-    let rt = crate::wire::current_thread().map_err(ConsoleError::Serve)?;
+    let rt = crate::ipc::current_thread().map_err(ConsoleError::Serve)?;
     rt.block_on(async move {
         let addr = SocketAddr::new(ip, opts.port);
         let listener = connections::listen(addr).map_err(|source| ConsoleError::Listen {
@@ -585,7 +585,7 @@ pub async fn ask_daemon(home: &Home, req: &WireRequest) -> Result<WireResponse, 
             ConsoleError::NotARead("a request that changes something").to_string(),
         ));
     }
-    let mut conn = match wire::connect(home).await {
+    let mut conn = match ipc::connect(home).await {
         Ok(c) => c,
         Err(WireError::NoDaemon { .. }) => return Err(ConsoleDaemon::NotRunning),
         Err(e) => return Err(ConsoleDaemon::Failed(e.to_string())),
@@ -1025,7 +1025,7 @@ async fn api_held(State(shared): State<Arc<Shared>>) -> Response {
                     "tool": visible(&c.tool),
                     "args_digest": c.args_digest,
                     "arguments": c.arguments.as_ref().map(|_| visible(args)),
-                    "non_ascii": crate::approval::non_ascii_note(args),
+                    "non_ascii": crate::text::non_ascii_note(args),
                     "policy_id": opt(&c.policy_id),
                     "reason": visible(&c.reason),
                     "age_ms": c.age_ms,
@@ -1104,7 +1104,8 @@ mod tests {
     /// A journal of `sessions` sessions of `calls` allowed calls each (start, requests with
     /// outcomes, end): `sessions * (2 + 2 * calls)` entries.
     fn journal_of(db: &std::path::Path, name: &str, sessions: usize, calls: usize) {
-        use crate::journal::{Durability, Fields, Journal, Kind};
+        use crate::config::Durability;
+        use crate::journal::{Fields, Journal, Kind};
         let mut j = Journal::open(db, "m", Durability::Process).unwrap();
         for s in 0..sessions {
             let sid = format!("{name}-{s}");
@@ -1222,7 +1223,8 @@ mod tests {
 
     #[test]
     fn a_long_session_and_a_long_policy_history_are_cut_and_say_how_many_more() {
-        use crate::journal::{Durability, Fields, Journal, Kind};
+        use crate::config::Durability;
+        use crate::journal::{Fields, Journal, Kind};
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("journal.db");
         // One session of 600 calls: 1,202 entries.

@@ -22,8 +22,8 @@ use tokio::sync::{mpsc, oneshot};
 use crate::approval::Cause;
 use crate::config::Home;
 use crate::frame::{self, Anomaly, ClientFrame, Dialect};
+use crate::ipc::{self, LineRead, Release, Request, Response, SessionEnded, Verdict, WireError};
 use crate::limits;
-use crate::wire::{self, LineRead, Release, Request, Response, SessionEnded, Verdict, WireError};
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum RelayError {
@@ -140,7 +140,7 @@ const DECISION_QUEUE: usize = 16;
 const ANSWER_QUEUE: usize = 4;
 
 impl Link {
-    fn start(conn: Option<wire::Conn>, session_id: String, no_daemon: Option<String>) -> Link {
+    fn start(conn: Option<ipc::Conn>, session_id: String, no_daemon: Option<String>) -> Link {
         let (decisions, mut decision_rx) = mpsc::channel::<(Request, Reply)>(DECISION_QUEUE);
         let (in_order, mut order_rx) = mpsc::channel::<(Request, Option<Reply>)>(LINK_QUEUE);
         let dead = Arc::new(AtomicBool::new(conn.is_none()));
@@ -300,7 +300,7 @@ fn refuse_all_held(held: &HeldWaits) {
 /// `limits::DECISION_TIMEOUT`. An answer already waiting before the request was sent answers
 /// nothing we asked: the link cannot be trusted.
 async fn exchange(
-    w: &mut wire::ConnWriter,
+    w: &mut ipc::ConnWriter,
     answers: &mut mpsc::Receiver<Response>,
     req: &Request,
 ) -> Result<Response, WireError> {
@@ -322,7 +322,7 @@ async fn exchange(
 /// Reads every line from the daemon: answers go to the asking task, words on held calls to the
 /// call they name. When the connection ends, every held call is refused.
 async fn read_daemon(
-    mut reader: wire::ConnReader,
+    mut reader: ipc::ConnReader,
     answers: mpsc::Sender<Response>,
     held: HeldWaits,
     dead: Arc<AtomicBool>,
@@ -541,7 +541,7 @@ pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
     let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
     let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let session_id = new_session_id();
-    let (conn, no_daemon) = match wire::connect_or_start(&home).await {
+    let (conn, no_daemon) = match ipc::connect_or_start(&home).await {
         Ok(c) => (Some(c), None),
         Err(e) => {
             eprintln!("holdcall: no daemon to decide calls: {e}");
@@ -606,7 +606,7 @@ pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
                 eprintln!(
                     "holdcall: connector {} is registered: running its registered command {}, not the command given after `--`",
                     opts.connector,
-                    crate::approval::visible(&l.command.join(" "))
+                    crate::text::visible(&l.command.join(" "))
                 );
             }
             credentialed_command(l)?
@@ -687,7 +687,7 @@ pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
     let mut stdin = BufReader::with_capacity(64 * 1024, tokio::io::stdin());
     let ended = loop {
         tokio::select! {
-            line = wire::read_line_capped(&mut stdin, limits::FRAME_BYTES_MAX) => {
+            line = ipc::read_line_capped(&mut stdin, limits::FRAME_BYTES_MAX) => {
                 match line {
                     Ok(LineRead::Line(l)) => {
                         if !pump.client_line(l).await {
@@ -844,7 +844,7 @@ async fn daemon_unresponsive(home: &Home) -> bool {
     // neither is one whose `daemon.hello` went unanswered (`connect` then says Timeout, its
     // bound being the same as this one's, so either may fire first).
     let asked = tokio::time::timeout(limits::DECISION_TIMEOUT, async {
-        let mut conn = match wire::connect(home).await {
+        let mut conn = match ipc::connect(home).await {
             Ok(conn) => conn,
             Err(WireError::Timeout(t)) => return Some(Err(WireError::Timeout(t))),
             Err(_) => return None,
@@ -885,7 +885,7 @@ async fn pump_server(
 ) {
     let mut r = BufReader::with_capacity(64 * 1024, child_out);
     loop {
-        match wire::read_line_capped(&mut r, limits::FRAME_BYTES_MAX).await {
+        match ipc::read_line_capped(&mut r, limits::FRAME_BYTES_MAX).await {
             Ok(LineRead::Line(line)) => {
                 let msg = frame::inspect_server_line(&line);
                 if let Ok(mut d) = dialect.lock() {
@@ -1325,8 +1325,9 @@ mod tests {
         let home = Home::at(dir.path().to_path_buf());
         home.prepare().unwrap();
         // This very test binary listens, so the peer check passes; nothing is ever accepted.
-        let (_listener, _) = crate::peer::listen_passing_credentials(&home.socket_path()).unwrap();
-        let rt = wire::current_thread().unwrap();
+        let (_listener, _) =
+            crate::os::peer::listen_passing_credentials(&home.socket_path()).unwrap();
+        let rt = ipc::current_thread().unwrap();
         let started = std::time::Instant::now();
         assert!(rt.block_on(daemon_unresponsive(&home)));
         assert!(started.elapsed() < limits::DECISION_TIMEOUT + std::time::Duration::from_secs(1));

@@ -344,11 +344,11 @@ pub struct OtherHoldcall {
 impl OtherHoldcall {
     /// Why the entry is not routed, in words (the paths through `inspect::printable`).
     pub fn reason(&self) -> String {
-        let command = crate::approval::visible(&self.command);
+        let command = crate::text::visible(&self.command);
         match &self.resolved {
             Some(p) => format!(
                 "routed through another holdcall at {}, not this one",
-                crate::approval::visible(&p.to_string_lossy())
+                crate::text::visible(&p.to_string_lossy())
             ),
             None if !self.command.contains('/') => {
                 format!("routed through `{command}`, which PATH does not find")

@@ -23,6 +23,9 @@ use rusqlite::{
 };
 use sha2::{Digest as _, Sha256};
 
+use crate::config::Durability;
+use crate::policy::budget::BudgetRow;
+
 /// The entry format (canonical encoding) this build writes and knows how to verify.
 pub const SCHEMA_VERSION: i64 = 1;
 
@@ -322,28 +325,6 @@ pub enum JournalError {
 // ---------------------------------------------------------------------------------------------
 // Entries and the canonical encoding
 // ---------------------------------------------------------------------------------------------
-
-/// How hard a commit tries to survive a crash (see `docs/journal-format.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Durability {
-    /// WAL + `synchronous=FULL` (plus `fullfsync` on macOS): a committed entry survives power loss
-    /// if the drive honours flushes.
-    Power,
-    /// WAL + `synchronous=NORMAL`: a committed entry survives the process being killed; an OS crash
-    /// or power loss may roll back the latest commits (never corrupts).
-    Process,
-}
-
-impl Durability {
-    /// The `synchronous` setting this durability needs, as SQLite reads it back (0..=3).
-    fn synchronous(self) -> (i64, &'static str) {
-        match self {
-            Durability::Power => (2, "full"),
-            Durability::Process => (1, "normal"),
-        }
-    }
-}
 
 /// What an entry records. Stored and hashed as [`Kind::as_str`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -660,7 +641,7 @@ fn read_budgets(conn: &Connection) -> rusqlite::Result<Vec<BudgetRow>> {
     ))?;
     let rows = stmt.query_map([], |row| {
         Ok(BudgetRow {
-            budget: crate::budget::Budget {
+            budget: crate::policy::budget::Budget {
                 seq: row.get(0)?,
                 id: row.get(1)?,
                 calls: row.get(2)?,
@@ -907,7 +888,7 @@ pub fn table_mismatches(
     // id -> (scope, description, entry that set it)
     let mut recorded_budgets: std::collections::BTreeMap<
         String,
-        (crate::budget::BudgetScope, String, i64),
+        (crate::policy::budget::BudgetScope, String, i64),
     > = std::collections::BTreeMap::new();
     // name -> (detail JSON, entry that enrolled it)
     let mut recorded_agents: std::collections::BTreeMap<String, (serde_json::Value, i64)> =
@@ -943,7 +924,7 @@ pub fn table_mismatches(
                 let id = f.policy_id.clone().unwrap_or_default();
                 let detail = f.detail.as_deref().unwrap_or("");
                 if let Some(described) = detail.strip_prefix(&format!("+ {id}: ")) {
-                    let scope = crate::budget::BudgetScope {
+                    let scope = crate::policy::budget::BudgetScope {
                         tool: f.tool.clone(),
                         agent: f.agent.clone(),
                         connector: f.connector.clone(),
@@ -989,7 +970,7 @@ pub fn table_mismatches(
 
 fn policy_mismatches(recorded: &str, policies: &[PolicyRow], out: &mut Vec<String>) {
     let before = out.len();
-    let journal: Vec<(String, &str)> = crate::policyfile::split(recorded)
+    let journal: Vec<(String, &str)> = crate::policy::file::split(recorded)
         .into_iter()
         .filter_map(|(s, e)| recorded.get(s..e))
         .map(|piece| {
@@ -1043,7 +1024,10 @@ fn policy_mismatches(recorded: &str, policies: &[PolicyRow], out: &mut Vec<Strin
 }
 
 fn budget_mismatches(
-    recorded: &std::collections::BTreeMap<String, (crate::budget::BudgetScope, String, i64)>,
+    recorded: &std::collections::BTreeMap<
+        String,
+        (crate::policy::budget::BudgetScope, String, i64),
+    >,
     budgets: &[BudgetRow],
     out: &mut Vec<String>,
 ) {
@@ -1268,21 +1252,13 @@ pub struct PolicyRow {
     pub created_at: String,
 }
 
-/// A budget as stored.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct BudgetRow {
-    #[serde(flatten)]
-    pub budget: crate::budget::Budget,
-    pub created_at: String,
-}
-
 /// One change to the budgets: set a new one (its id is assigned when it is stored), or remove
 /// one by id.
 #[derive(Debug, Clone)]
 pub enum BudgetChange {
     Set {
         calls: i64,
-        scope: crate::budget::BudgetScope,
+        scope: crate::policy::budget::BudgetScope,
     },
     Remove {
         id: String,
@@ -1939,7 +1915,7 @@ impl Journal {
                         |r| r.get(0),
                     )
                     .map_err(write_err)?;
-                let budget = crate::budget::Budget {
+                let budget = crate::policy::budget::Budget {
                     id: format!("budget-{seq}"),
                     seq,
                     calls,
@@ -3205,7 +3181,7 @@ mod tests {
 
     #[test]
     fn a_budget_and_its_entry_are_one_transaction_and_a_scope_holds_one_budget() -> TestResult {
-        use crate::budget::BudgetScope;
+        use crate::policy::budget::BudgetScope;
         let f = fixture()?;
         let mut j = journal_with(&f, 0)?;
         let echo = BudgetScope {
@@ -3851,7 +3827,7 @@ mod tests {
         )?;
         j.change_budget(BudgetChange::Set {
             calls: 2,
-            scope: crate::budget::BudgetScope {
+            scope: crate::policy::budget::BudgetScope {
                 tool: Some("echo".into()),
                 ..Default::default()
             },

@@ -23,8 +23,8 @@ use miette::{Diagnostic, NamedSource, SourceSpan};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::budget::SessionCounts;
-use crate::context::{CallContext, Clock};
+use crate::policy::budget::SessionCounts;
+use crate::policy::context::{CallContext, Clock};
 use crate::policy::{self, CallRequest, Decision, Effect, PolicySet};
 
 /// A cases file that cannot be read; no case was run.
