@@ -14,7 +14,7 @@
 //! the line reader. It imports only std, crates, and `crate::limits`, `crate::ids`,
 //! `crate::text`.
 
-pub mod envelope;
+pub(crate) mod envelope;
 pub(crate) mod json;
 pub(crate) mod line;
 pub(crate) mod version;
