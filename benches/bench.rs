@@ -30,9 +30,9 @@ use std::time::{Duration, Instant};
 
 use holdcall::config::Durability;
 use holdcall::config::Home;
-use holdcall::frame;
 use holdcall::journal::{self, Fields, Journal, Kind, NewPolicy};
 use holdcall::policy::{self, CallRequest, Effect, PolicySet, Scope, StoredPolicy};
+use holdcall::relay::classify;
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -93,7 +93,7 @@ const TARGET_POWER_DECISIONS_PER_S: f64 = 5_000.0;
 const TARGET_POLICY_10K_P99_US: f64 = 20.0;
 /// Latency the relay adds to a call, p50 (ms).
 const TARGET_ADDED_P50_MS: f64 = 0.1;
-/// `frame::classify_client_line` throughput (GB/s, 10^9 bytes).
+/// `classify::classify_client_line` throughput (GB/s, 10^9 bytes).
 const TARGET_FRAMING_GBPS: f64 = 1.0;
 /// `holdcall verify` speed (entries/s).
 const TARGET_VERIFY_PER_S: f64 = 1_000_000.0;
@@ -817,7 +817,7 @@ fn call_fields(seq: i64) -> Fields {
         seq: Some(seq),
         connector: Some(CONNECTOR.into()),
         tool: Some(if deny { DENIED_TOOL } else { ALLOWED_TOOL }.into()),
-        args_digest: Some(frame::args_digest(Some(br#"{"text":"hello"}"#))),
+        args_digest: Some(classify::args_digest(Some(br#"{"text":"hello"}"#))),
         decision: Some(if deny { "deny" } else { "allow" }.into()),
         policy_id: Some(if deny { "rule-2" } else { "rule-1" }.into()),
         reason: Some(
@@ -944,13 +944,13 @@ fn notification_line(bytes: usize) -> Vec<u8> {
 fn time_classify(line: &[u8], total: usize, expect_call: bool) -> f64 {
     let rounds = (total / line.len()).max(1);
     let is_call = matches!(
-        frame::classify_client_line(line),
-        frame::ClientFrame::ToolCall(_)
+        classify::classify_client_line(line),
+        classify::ClientFrame::ToolCall(_)
     );
     assert_eq!(is_call, expect_call);
     let t0 = Instant::now();
     for _ in 0..rounds {
-        std::hint::black_box(frame::classify_client_line(std::hint::black_box(line)));
+        std::hint::black_box(classify::classify_client_line(std::hint::black_box(line)));
     }
     (rounds * line.len()) as f64 / t0.elapsed().as_secs_f64()
 }

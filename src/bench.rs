@@ -13,9 +13,9 @@
 use std::time::{Duration, Instant};
 
 use crate::config::Home;
-use crate::frame;
 use crate::ipc::{self, Request, Response, Verdict, WireError};
 use crate::limits;
+use crate::relay::classify;
 
 /// What `holdcall bench-decisions` was asked to do.
 #[derive(Debug, Clone)]
@@ -89,7 +89,7 @@ fn session_id(relay: usize) -> String {
         .map(|d| d.as_nanos())
         .unwrap_or(0);
     let seed = format!("bench-{t}-{}-{relay}", std::process::id());
-    frame::sha256_hex(seed.as_bytes())
+    crate::ids::sha256_hex(seed.as_bytes())
         .chars()
         .take(32)
         .collect()
@@ -190,7 +190,7 @@ pub async fn run(home: Home, opts: BenchOptions) -> Result<BenchReport, BenchErr
         ));
     }
     let args = r#"{"text":"hello from the benchmark"}"#;
-    let digest = frame::args_digest(Some(args.as_bytes()));
+    let digest = classify::args_digest(Some(args.as_bytes()));
     let mut relays = Vec::with_capacity(opts.relays);
     for n in 0..opts.relays {
         let mut r = Relay::open(&home, n, &opts.connector).await?;

@@ -166,7 +166,7 @@ impl Home {
     /// exists), so two spellings of one home name one socket.
     fn short_id(&self) -> String {
         let real = fs::canonicalize(&self.dir).unwrap_or_else(|_| self.dir.clone());
-        let digest = crate::frame::sha256_hex(real.as_os_str().as_encoded_bytes());
+        let digest = crate::ids::sha256_hex(real.as_os_str().as_encoded_bytes());
         digest.get(..12).unwrap_or(&digest).to_string()
     }
 

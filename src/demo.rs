@@ -238,7 +238,7 @@ pub fn serve_demo(record: Option<&Path>, stubborn: bool) -> std::io::Result<()> 
             f.write_all(&line)?;
             f.flush()?;
         }
-        let msg = crate::frame::inspect_server_line(&line);
+        let msg = crate::mcp::envelope::inspect_server_line(&line);
         let (Some(id), Some(method)) = (msg.id, msg.method.as_deref()) else {
             continue;
         };

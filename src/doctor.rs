@@ -334,7 +334,7 @@ fn old_socket_paths(home: &Home) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     for dir in &dirs {
         for spelling in &spellings {
-            let digest = crate::frame::sha256_hex(spelling.as_os_str().as_encoded_bytes());
+            let digest = crate::ids::sha256_hex(spelling.as_os_str().as_encoded_bytes());
             let short = digest.get(..12).unwrap_or(&digest);
             let p = dir.join(format!("d-{short}.sock"));
             if p != current && !out.contains(&p) {

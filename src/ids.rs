@@ -1,10 +1,13 @@
-//! Lowercase hex and random identifiers (session ids, machine ids, demo homes).
+//! Lowercase hex, SHA-256 digests as hex, and random identifiers (session ids, machine ids, demo
+//! homes).
 //!
 //! Owns: the one way Holdcall spells bytes as hex and draws random bytes. Must never: fall back
 //! to a predictable source silently (callers decide what a missing random source means).
 
 use std::fmt::Write as _;
 use std::io::Read as _;
+
+use sha2::{Digest, Sha256};
 
 /// `bytes` as lowercase hex.
 pub fn hex(bytes: &[u8]) -> String {
@@ -14,6 +17,11 @@ pub fn hex(bytes: &[u8]) -> String {
         let _ = write!(s, "{b:02x}");
     }
     s
+}
+
+/// Lowercase hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
 }
 
 /// `n` bytes from the kernel's random source, as lowercase hex (2·n characters).

@@ -5,7 +5,7 @@
 //! One module per step of a call's life (ARCHITECTURE.md follows one call through them):
 //! - `ids`: lowercase hex and random identifiers.
 //! - `limits`: every bound, with its unit and reason.
-//! - `frame`: reads one JSON-RPC line strictly, without re-serialising; the refusal bytes.
+//! - `mcp`: the MCP wire as bytes: strict JSON, the JSON-RPC envelope, revisions, line reading.
 //! - `relay`: `holdcall serve`, the stdio pump between client and server; the only stdout writer.
 //! - `wire`: the daemon socket's messages, bounded reads, and verified dialing.
 //! - `peer`: who is on the other end of a socket, by the kernel's word.
@@ -42,11 +42,11 @@ pub mod console;
 pub mod daemon;
 pub mod demo;
 pub mod doctor;
-pub mod frame;
 pub mod ids;
 pub mod ipc;
 pub mod journal;
 pub mod limits;
+pub mod mcp;
 pub mod os;
 pub mod policy;
 pub mod projection;

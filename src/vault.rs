@@ -101,7 +101,7 @@ pub trait SecretStore: Send + Sync {
 /// bytes of the SHA-256 of the home's path, so two homes (a test's and yours) never share one.
 pub fn service_name(home: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
-    let digest = crate::frame::sha256_hex(home.as_os_str().as_bytes());
+    let digest = crate::ids::sha256_hex(home.as_os_str().as_bytes());
     format!("holdcall-{}", digest.get(..8).unwrap_or(&digest))
 }
 

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{ClientConfigError, ClientId, Plan};
 use crate::config::Home;
-use crate::frame::sha256_hex;
+use crate::ids::sha256_hex;
 
 /// One line of `index.jsonl`.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -9,6 +9,7 @@
 use std::ops::Range;
 
 use crate::limits;
+use crate::mcp::json::escape::{EscapeError, LoneSurrogates, decode_string_body};
 
 /// One JSON value and where it sits in the file.
 #[derive(Debug, Clone)]
@@ -274,73 +275,25 @@ impl Parser<'_> {
         Ok(Kind::Number)
     }
 
-    fn hex4(&mut self) -> Result<u32, ParseError> {
-        // Exactly four hex digits (`u32::from_str_radix` would also take a leading '+').
-        let v = crate::frame::hex4(self.bytes, self.pos)
-            .ok_or_else(|| self.error("a \\u escape without four hex digits"))?;
-        self.pos += 4;
-        Ok(u32::from(v))
-    }
-
     fn string(&mut self) -> Result<String, ParseError> {
         let start = self.pos;
-        self.pos += 1; // the opening quote
-        let mut out: Vec<u8> = Vec::new();
-        loop {
-            let Some(b) = self.peek() else {
-                return Err(self.error_at(start, "a string never ends"));
-            };
-            match b {
-                b'"' => {
-                    self.pos += 1;
-                    return String::from_utf8(out)
-                        .map_err(|_| self.error_at(start, "a string that is not UTF-8"));
-                }
-                b'\\' => {
-                    self.pos += 1;
-                    let esc = self
-                        .peek()
-                        .ok_or_else(|| self.error_at(start, "a string never ends"))?;
-                    self.pos += 1;
-                    let c = match esc {
-                        b'"' => '"',
-                        b'\\' => '\\',
-                        b'/' => '/',
-                        b'b' => '\u{8}',
-                        b'f' => '\u{c}',
-                        b'n' => '\n',
-                        b'r' => '\r',
-                        b't' => '\t',
-                        b'u' => {
-                            let hi = self.hex4()?;
-                            let code = if (0xD800..0xDC00).contains(&hi) {
-                                if self.bytes.get(self.pos..self.pos + 2) != Some(b"\\u") {
-                                    return Err(self.error("a lone surrogate in a \\u escape"));
-                                }
-                                self.pos += 2;
-                                let lo = self.hex4()?;
-                                if !(0xDC00..0xE000).contains(&lo) {
-                                    return Err(self.error("a lone surrogate in a \\u escape"));
-                                }
-                                0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
-                            } else {
-                                hi
-                            };
-                            char::from_u32(code)
-                                .ok_or_else(|| self.error("a lone surrogate in a \\u escape"))?
-                        }
-                        _ => return Err(self.error("an unknown escape in a string")),
-                    };
-                    let mut buf = [0u8; 4];
-                    out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
-                }
-                0..=0x1f => return Err(self.error("a control character inside a string")),
-                _ => {
-                    out.push(b);
-                    self.pos += 1;
-                }
+        // Past the opening quote; the one decoder refuses lone surrogates, as `String` must.
+        let decoded = decode_string_body(self.bytes, start + 1, LoneSurrogates::Refuse);
+        let (out, end) = decoded.map_err(|e| match e {
+            EscapeError::Unterminated | EscapeError::UnterminatedEscape => {
+                self.error_at(start, "a string never ends")
             }
-        }
+            EscapeError::BadHex { at } => self.error_at(at, "a \\u escape without four hex digits"),
+            EscapeError::LoneSurrogate { at } => {
+                self.error_at(at, "a lone surrogate in a \\u escape")
+            }
+            EscapeError::UnknownEscape { at } => self.error_at(at, "an unknown escape in a string"),
+            EscapeError::ControlCharacter { at } => {
+                self.error_at(at, "a control character inside a string")
+            }
+        })?;
+        self.pos = end;
+        String::from_utf8(out).map_err(|_| self.error_at(start, "a string that is not UTF-8"))
     }
 
     fn object(&mut self, depth: usize) -> Result<Kind, ParseError> {

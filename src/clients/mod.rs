@@ -951,7 +951,7 @@ pub fn connector_name(name: &str) -> String {
     if crate::policy::validate_scope_name("connector", &trimmed).is_ok() {
         return trimmed;
     }
-    let digest = crate::frame::sha256_hex(name.as_bytes());
+    let digest = crate::ids::sha256_hex(name.as_bytes());
     format!("server-{}", digest.get(..8).unwrap_or(&digest))
 }
 
@@ -1335,7 +1335,7 @@ pub fn connectors_for(loaded: &Loaded) -> Vec<(Vec<String>, String, String)> {
         let mut c = e.connector.clone();
         if c != e.name {
             if taken.contains(&c) {
-                let digest = crate::frame::sha256_hex(e.name.as_bytes());
+                let digest = crate::ids::sha256_hex(e.name.as_bytes());
                 let base: String = c.chars().take(limits::SCOPE_NAME_CHARS_MAX - 5).collect();
                 c = format!("{base}-{}", digest.get(..4).unwrap_or(&digest));
             }

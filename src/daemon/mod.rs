@@ -736,7 +736,7 @@ async fn handle(
             // The arguments a rule reads must be the bytes the journal's digest names.
             if arguments
                 .as_deref()
-                .is_some_and(|a| crate::frame::sha256_hex(a.as_bytes()) != args_digest)
+                .is_some_and(|a| crate::ids::sha256_hex(a.as_bytes()) != args_digest)
             {
                 return violation("the arguments sent do not match their digest");
             }
@@ -2531,7 +2531,7 @@ async fn policy_import(state: &State, file: String, text: String, dry_run: bool)
         };
         format!(
             "{verb} {file} (sha256 {}): added {}; changed {}; removed {}",
-            crate::frame::sha256_hex(text.as_bytes()),
+            crate::ids::sha256_hex(text.as_bytes()),
             ids(added.iter().map(|p| p.id.clone()).collect()),
             ids(changed.iter().map(|p| p.id.clone()).collect()),
             ids(removed.clone()),

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::unix::OwnedWriteHalf;
 
 use crate::config::Home;
@@ -488,62 +488,6 @@ pub enum WireError {
     Config(#[from] crate::config::ConfigError),
 }
 
-/// What one bounded read produced.
-#[derive(Debug, PartialEq, Eq)]
-pub enum LineRead {
-    /// A line, with its newline when it had one (the last line of a stream may not).
-    Line(Vec<u8>),
-    /// A line longer than the cap, read and discarded through its newline; its length.
-    TooLong(usize),
-    /// End of stream.
-    Eof,
-}
-
-/// Reads one line of at most `max` bytes (newline included) without ever buffering more than
-/// `max` bytes of it: the rest of an overlong line is consumed and dropped.
-pub async fn read_line_capped<R: AsyncBufRead + Unpin>(
-    r: &mut R,
-    max: usize,
-) -> std::io::Result<LineRead> {
-    let mut line = Vec::new();
-    let mut total = 0usize;
-    let mut overflow = false;
-    loop {
-        let buf = r.fill_buf().await?;
-        if buf.is_empty() {
-            return Ok(if overflow {
-                LineRead::TooLong(total)
-            } else if line.is_empty() {
-                LineRead::Eof
-            } else {
-                LineRead::Line(line)
-            });
-        }
-        let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
-            Some(i) => (buf.get(..=i).unwrap_or(buf), true),
-            None => (buf, false),
-        };
-        let n = chunk.len();
-        total = total.saturating_add(n);
-        if !overflow {
-            if total > max {
-                overflow = true;
-                line = Vec::new();
-            } else {
-                line.extend_from_slice(chunk);
-            }
-        }
-        r.consume(n);
-        if done {
-            return Ok(if overflow {
-                LineRead::TooLong(total)
-            } else {
-                LineRead::Line(line)
-            });
-        }
-    }
-}
-
 /// A verified connection to the daemon.
 pub struct Conn {
     reader: peer::CheckedReader,
@@ -969,47 +913,6 @@ fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::BufReader;
-
-    async fn read(input: &[u8], max: usize) -> Vec<LineRead> {
-        let mut r = BufReader::with_capacity(4, input);
-        let mut out = Vec::new();
-        loop {
-            let l = read_line_capped(&mut r, max).await.unwrap();
-            let end = l == LineRead::Eof;
-            out.push(l);
-            if end {
-                return out;
-            }
-        }
-    }
-
-    #[tokio::test]
-    async fn lines_are_returned_with_their_newline_and_a_last_line_without_one() {
-        let got = read(b"ab\ncd", 10).await;
-        assert_eq!(
-            got,
-            vec![
-                LineRead::Line(b"ab\n".to_vec()),
-                LineRead::Line(b"cd".to_vec()),
-                LineRead::Eof
-            ]
-        );
-    }
-
-    #[tokio::test]
-    async fn a_line_exactly_at_the_cap_is_read_and_one_byte_over_is_dropped_whole() {
-        let got = read(b"12345\n123456\nok\n", 6).await;
-        assert_eq!(
-            got,
-            vec![
-                LineRead::Line(b"12345\n".to_vec()),
-                LineRead::TooLong(7),
-                LineRead::Line(b"ok\n".to_vec()),
-                LineRead::Eof
-            ]
-        );
-    }
 
     #[test]
     fn a_session_start_cannot_carry_an_agent() {

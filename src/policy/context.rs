@@ -13,6 +13,7 @@ use cedar_policy::{Context, RestrictedExpression};
 use chrono::{DateTime, Datelike, FixedOffset, Timelike, Utc};
 
 use crate::limits::{ARGUMENTS_DEPTH_MAX, ARGUMENTS_VALUES_MAX};
+use crate::mcp::json::escape::{EscapeError, LoneSurrogates, decode_string_body};
 use crate::policy::budget::SessionCounts;
 
 /// Fractional digits Cedar's `decimal` holds.
@@ -228,63 +229,20 @@ impl Reader<'_> {
         }
     }
 
-    fn hex4(&mut self) -> Result<u32, ArgumentsProblem> {
-        // Exactly four hex digits, as the relay's own scanner reads them (`u32::from_str_radix`
-        // would also take a leading '+').
-        let digits = crate::frame::hex4(self.bytes, self.pos)
-            .ok_or_else(|| unreadable("a bad \\u escape"))?;
-        self.pos += 4;
-        Ok(u32::from(digits))
-    }
-
     fn string(&mut self) -> Result<String, ArgumentsProblem> {
         self.eat(b'"')?;
-        let mut out: Vec<u8> = Vec::new();
-        loop {
-            let b = self
-                .peek()
-                .ok_or_else(|| unreadable("an unterminated string"))?;
-            self.pos += 1;
-            match b {
-                b'"' => break,
-                b'\\' => {
-                    let e = self.peek().ok_or_else(|| unreadable("a bad escape"))?;
-                    self.pos += 1;
-                    let c = match e {
-                        b'"' => '"',
-                        b'\\' => '\\',
-                        b'/' => '/',
-                        b'b' => '\u{8}',
-                        b'f' => '\u{c}',
-                        b'n' => '\n',
-                        b'r' => '\r',
-                        b't' => '\t',
-                        b'u' => {
-                            let hi = self.hex4()?;
-                            let code = if (0xD800..0xDC00).contains(&hi) {
-                                if self.bytes.get(self.pos..self.pos + 2) != Some(b"\\u") {
-                                    return Err(unreadable("a lone surrogate"));
-                                }
-                                self.pos += 2;
-                                let lo = self.hex4()?;
-                                if !(0xDC00..0xE000).contains(&lo) {
-                                    return Err(unreadable("a lone surrogate"));
-                                }
-                                0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
-                            } else {
-                                hi
-                            };
-                            char::from_u32(code).ok_or_else(|| unreadable("a lone surrogate"))?
-                        }
-                        _ => return Err(unreadable("a bad escape")),
-                    };
-                    let mut buf = [0u8; 4];
-                    out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
-                }
-                0..=0x1f => return Err(unreadable("a control character in a string")),
-                _ => out.push(b),
+        // The one decoder, refusing lone surrogates as the relay's own name reading does.
+        let decoded = decode_string_body(self.bytes, self.pos, LoneSurrogates::Refuse);
+        let (out, end) = decoded.map_err(|e| match e {
+            EscapeError::Unterminated => unreadable("an unterminated string"),
+            EscapeError::UnterminatedEscape | EscapeError::UnknownEscape { .. } => {
+                unreadable("a bad escape")
             }
-        }
+            EscapeError::BadHex { .. } => unreadable("a bad \\u escape"),
+            EscapeError::LoneSurrogate { .. } => unreadable("a lone surrogate"),
+            EscapeError::ControlCharacter { .. } => unreadable("a control character in a string"),
+        })?;
+        self.pos = end;
         String::from_utf8(out).map_err(|_| unreadable("a string that is not UTF-8"))
     }
 

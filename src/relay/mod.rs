@@ -8,6 +8,9 @@
 
 #![deny(clippy::print_stdout)]
 
+pub mod classify;
+mod refusal;
+
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::process::Stdio;
@@ -21,9 +24,12 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::approval::Cause;
 use crate::config::Home;
-use crate::frame::{self, Anomaly, ClientFrame, Dialect};
-use crate::ipc::{self, LineRead, Release, Request, Response, SessionEnded, Verdict, WireError};
+use crate::ipc::{self, Release, Request, Response, SessionEnded, Verdict, WireError};
 use crate::limits;
+use crate::mcp::envelope;
+use crate::mcp::line::{LineRead, read_line_capped};
+use crate::mcp::version::Negotiation;
+use classify::{Anomaly, ClientFrame};
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum RelayError {
@@ -398,22 +404,22 @@ fn route_word(
     let word = match (verdict, Cause::parse(cause)) {
         (Release::Approved, Some(Cause::Person)) => Word::Approved,
         (Release::Rejected, Some(Cause::Person)) => {
-            Word::Refused(frame::person_rejected(reason.as_deref()))
+            Word::Refused(refusal::person_rejected(reason.as_deref()))
         }
         (Release::Rejected, Some(Cause::Timeout)) => {
-            Word::Refused(frame::DENIED_APPROVAL_TIMEOUT.into())
+            Word::Refused(refusal::DENIED_APPROVAL_TIMEOUT.into())
         }
         (Release::Rejected, Some(Cause::SessionEnded | Cause::ConnectionDropped)) => {
-            Word::Refused(frame::DENIED_APPROVAL_ENDED.into())
+            Word::Refused(refusal::DENIED_APPROVAL_ENDED.into())
         }
         (Release::Rejected, Some(Cause::ArgumentsUnknown)) => {
-            Word::Refused(frame::DENIED_ARGUMENTS_UNKNOWN.into())
+            Word::Refused(refusal::DENIED_ARGUMENTS_UNKNOWN.into())
         }
         (Release::Rejected, Some(Cause::OverBudget)) => {
-            Word::Refused(frame::DENIED_OVER_BUDGET.into())
+            Word::Refused(refusal::DENIED_OVER_BUDGET.into())
         }
-        (Release::Rejected, Some(Cause::Policy)) => Word::Refused(frame::DENIED_BY_POLICY.into()),
-        _ => Word::Refused(frame::DENIED_NO_DECISION.into()),
+        (Release::Rejected, Some(Cause::Policy)) => Word::Refused(refusal::DENIED_BY_POLICY.into()),
+        _ => Word::Refused(refusal::DENIED_NO_DECISION.into()),
     };
     let _ = waiting.tx.send(word);
     true
@@ -514,7 +520,7 @@ fn new_session_id() -> String {
             .map(|d| d.as_nanos())
             .unwrap_or(0);
         let seed = format!("{t}-{}", std::process::id());
-        frame::sha256_hex(seed.as_bytes())
+        crate::ids::sha256_hex(seed.as_bytes())
             .chars()
             .take(32)
             .collect()
@@ -637,7 +643,7 @@ pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
         )));
     };
 
-    let dialect = Arc::new(Mutex::new(Dialect::default()));
+    let dialect = Arc::new(Mutex::new(Negotiation::default()));
     let in_flight: InFlight = Arc::new(Mutex::new(HashMap::new()));
     let retries: Retries = Arc::new(Mutex::new(RetryStates::default()));
 
@@ -687,7 +693,7 @@ pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
     let mut stdin = BufReader::with_capacity(64 * 1024, tokio::io::stdin());
     let ended = loop {
         tokio::select! {
-            line = ipc::read_line_capped(&mut stdin, limits::FRAME_BYTES_MAX) => {
+            line = read_line_capped(&mut stdin, limits::FRAME_BYTES_MAX) => {
                 match line {
                     Ok(LineRead::Line(l)) => {
                         if !pump.client_line(l).await {
@@ -877,7 +883,7 @@ async fn stop_child(child: &mut Child) {
 async fn pump_server(
     child_out: tokio::process::ChildStdout,
     out_tx: mpsc::Sender<Vec<u8>>,
-    dialect: Arc<Mutex<Dialect>>,
+    dialect: Arc<Mutex<Negotiation>>,
     in_flight: InFlight,
     retries: Retries,
     link: Link,
@@ -885,9 +891,9 @@ async fn pump_server(
 ) {
     let mut r = BufReader::with_capacity(64 * 1024, child_out);
     loop {
-        match ipc::read_line_capped(&mut r, limits::FRAME_BYTES_MAX).await {
+        match read_line_capped(&mut r, limits::FRAME_BYTES_MAX).await {
             Ok(LineRead::Line(line)) => {
-                let msg = frame::inspect_server_line(&line);
+                let msg = envelope::inspect_server_line(&line);
                 if let Ok(mut d) = dialect.lock() {
                     d.on_server(&msg);
                 }
@@ -895,10 +901,10 @@ async fn pump_server(
                     let started = in_flight.lock().ok().and_then(|mut m| m.remove(id));
                     if let Some(f) = started {
                         let ok = msg.error.is_none()
-                            && !msg.result.map(frame::result_is_error).unwrap_or(false);
+                            && !msg.result.map(envelope::result_is_error).unwrap_or(false);
                         // The server asks for input: the client's retry carrying this state
                         // is the same call (2026-07-28 multi round-trip).
-                        if let Some(state) = msg.result.and_then(frame::input_required_state)
+                        if let Some(state) = msg.result.and_then(envelope::input_required_state)
                             && let Ok(mut r) = retries.lock()
                         {
                             r.remember(state, f.call);
@@ -975,7 +981,7 @@ fn word_wait(answer_hold_ms: Option<u64>) -> std::time::Duration {
 /// Writes the refusal of call `id` to the client through the one stdout writer.
 async fn refuse_to(
     out_tx: &mpsc::Sender<Vec<u8>>,
-    dialect: &Mutex<Dialect>,
+    dialect: &Mutex<Negotiation>,
     id: &[u8],
     text: &str,
     requested: Option<&str>,
@@ -987,14 +993,14 @@ async fn refuse_to(
             .map(|d| d.version().to_string())
             .unwrap_or_default(),
     };
-    let _ = out_tx.send(frame::refusal(id, text, &version)).await;
+    let _ = out_tx.send(refusal::refusal(id, text, &version)).await;
 }
 
 /// The client→server direction: classify, ask, forward or refuse.
 struct ClientPump {
     child_in: ServerInput,
     out_tx: mpsc::Sender<Vec<u8>>,
-    dialect: Arc<Mutex<Dialect>>,
+    dialect: Arc<Mutex<Negotiation>>,
     in_flight: InFlight,
     retries: Retries,
     held_ids: HeldIds,
@@ -1009,7 +1015,7 @@ struct ClientPump {
 impl ClientPump {
     /// Handles one client line; false when the server can no longer be written to.
     async fn client_line(&mut self, line: Vec<u8>) -> bool {
-        match frame::classify_client_line(&line) {
+        match classify::classify_client_line(&line) {
             ClientFrame::Blank => self.forward(&line).await,
             ClientFrame::Forward(msg) => {
                 if let Ok(mut d) = self.dialect.lock() {
@@ -1025,7 +1031,7 @@ impl ClientPump {
                 let retry_state = call
                     .request_state
                     .filter(|_| call.input_responses)
-                    .and_then(frame::request_state_key);
+                    .and_then(envelope::request_state_key);
                 self.tool_call(
                     &line,
                     id,
@@ -1040,13 +1046,13 @@ impl ClientPump {
                 let id = id.map(<[u8]>::to_vec);
                 self.anomaly(anomaly);
                 if let Some(id) = id {
-                    self.refuse(&id, frame::DENIED_UNREADABLE, None).await;
+                    self.refuse(&id, refusal::DENIED_UNREADABLE, None).await;
                 }
                 true
             }
             ClientFrame::DisguisedMethod { id } => {
                 // Never forwarded: a server that folds case or trims would run it undecided.
-                let reply = id.map(frame::disguised_method_refusal);
+                let reply = id.map(refusal::disguised_method_refusal);
                 self.anomaly(Anomaly::DisguisedMethod);
                 if let Some(reply) = reply {
                     let _ = self.out_tx.send(reply).await;
@@ -1056,7 +1062,7 @@ impl ClientPump {
             ClientFrame::DisguisedKey { id } => {
                 // Never forwarded: a server that trims keys would read a method or params the
                 // relay did not see.
-                let reply = id.map(frame::disguised_key_refusal);
+                let reply = id.map(refusal::disguised_key_refusal);
                 self.anomaly(Anomaly::DisguisedKey);
                 if let Some(reply) = reply {
                     let _ = self.out_tx.send(reply).await;
@@ -1064,7 +1070,7 @@ impl ClientPump {
                 true
             }
             ClientFrame::BatchWithCall { ids } => {
-                let reply = frame::batch_refusal(&ids, frame::DENIED_BATCH);
+                let reply = refusal::batch_refusal(&ids, refusal::DENIED_BATCH);
                 self.anomaly(Anomaly::Batch);
                 if let Some(reply) = reply {
                     let _ = self.out_tx.send(reply).await;
@@ -1142,7 +1148,7 @@ impl ClientPump {
         self.held_tasks.push(tokio::spawn(async move {
             let word = match tokio::time::timeout(wait, word).await {
                 Ok(Ok(w)) => w,
-                _ => Word::Refused(frame::DENIED_NO_DECISION.into()),
+                _ => Word::Refused(refusal::DENIED_NO_DECISION.into()),
             };
             if let (Some(id), Ok(mut ids)) = (&id, held_ids.lock()) {
                 ids.remove(id);
@@ -1165,7 +1171,7 @@ impl ClientPump {
                     if let (Some(id), Ok(mut m)) = (&id, in_flight.lock()) {
                         m.remove(id);
                     }
-                    frame::DENIED_APPROVAL_ENDED.to_string()
+                    refusal::DENIED_APPROVAL_ENDED.to_string()
                 }
                 Word::Refused(text) => text,
             };
@@ -1190,8 +1196,12 @@ impl ClientPump {
         {
             self.anomaly(Anomaly::UnreadableCall);
             if let Some(id) = id {
-                self.refuse(&id, frame::DENIED_UNREADABLE, requested_version.as_deref())
-                    .await;
+                self.refuse(
+                    &id,
+                    refusal::DENIED_UNREADABLE,
+                    requested_version.as_deref(),
+                )
+                .await;
             }
             return true;
         }
@@ -1206,14 +1216,18 @@ impl ClientPump {
             if duplicate {
                 // Two calls with one id cannot be told apart in the answers, nor in the journal.
                 self.anomaly(Anomaly::DuplicateId);
-                self.refuse(id, frame::DENIED_DUPLICATE_ID, requested_version.as_deref())
-                    .await;
+                self.refuse(
+                    id,
+                    refusal::DENIED_DUPLICATE_ID,
+                    requested_version.as_deref(),
+                )
+                .await;
                 return true;
             }
         }
         self.seq += 1;
         let seq = self.seq;
-        let digest = frame::args_digest(arguments.as_deref());
+        let digest = classify::args_digest(arguments.as_deref());
         let retry_of = retry_state.and_then(|state| {
             self.retries
                 .lock()
@@ -1287,13 +1301,13 @@ impl ClientPump {
                 if let Some(id) = id {
                     let why;
                     let text = match (refused, &self.link.no_daemon) {
-                        (Verdict::Deny, _) => frame::DENIED_BY_POLICY,
-                        (Verdict::OverBudget, _) => frame::DENIED_OVER_BUDGET,
+                        (Verdict::Deny, _) => refusal::DENIED_BY_POLICY,
+                        (Verdict::OverBudget, _) => refusal::DENIED_OVER_BUDGET,
                         (_, Some(no_daemon)) => {
-                            why = format!("{} ({no_daemon})", frame::DENIED_NO_DECISION);
+                            why = format!("{} ({no_daemon})", refusal::DENIED_NO_DECISION);
                             why.as_str()
                         }
-                        _ => frame::DENIED_NO_DECISION,
+                        _ => refusal::DENIED_NO_DECISION,
                     };
                     self.refuse(&id, text, requested_version.as_deref()).await;
                 }
