@@ -2,7 +2,7 @@
 //! altered entries, an expected head gone), and the tables checked against the journal.
 
 use super::JournalError;
-use super::encoding::{SCHEMA_VERSION, encode, entry_hash, genesis, is_hash};
+use super::encoding::{Entry, SCHEMA_VERSION, encode, entry_hash, genesis, is_hash};
 use super::reader::Reader;
 use super::row::{ENTRY_COLUMNS, HASH_COLUMN, col_text, entry_from_row};
 
@@ -95,15 +95,7 @@ impl Reader {
         machine_id: Option<&str>,
         expect_head: Option<&str>,
     ) -> Result<VerifyReport, JournalError> {
-        let expect = match expect_head.map(str::trim) {
-            None => None,
-            Some(h) if is_hash(&h.to_ascii_lowercase()) => Some(h.to_ascii_lowercase()),
-            Some(h) => {
-                return Err(JournalError::BadExpectHead {
-                    given: h.to_owned(),
-                });
-            }
-        };
+        let expect = parse_expect_head(expect_head)?;
 
         let mut problems = Vec::new();
         // What the next entry's prev_hash must be; None = unknown (no machine id, or after a gap
@@ -141,57 +133,7 @@ impl Reader {
                     chain_seq,
                     message: format!("entry {chain_seq} cannot be checked: {what}"),
                 }),
-                Ok(e) => {
-                    let known_schema = e.schema_version == SCHEMA_VERSION;
-                    if !known_schema {
-                        problems.push(Problem {
-                            chain_seq,
-                            message: format!(
-                                "entry {chain_seq} was written under schema_version {}, which this build does not know how to verify",
-                                e.schema_version
-                            ),
-                        });
-                    }
-                    // The link is format-independent, so it is checked whatever the schema.
-                    if let Some(p) = &prev
-                        && &e.prev_hash != p
-                    {
-                        let message = if chain_seq == 1 {
-                            format!(
-                                "entry 1 does not link to the genesis of this machine id: its prev_hash is {} but the genesis is {} (wrong machine id, or entry 1 was replaced)",
-                                short(&e.prev_hash),
-                                short(p)
-                            )
-                        } else {
-                            format!(
-                                "entry {chain_seq} does not link to the entry before it: its prev_hash is {} but entry {} stores {}",
-                                short(&e.prev_hash),
-                                chain_seq - 1,
-                                short(p)
-                            )
-                        };
-                        problems.push(Problem { chain_seq, message });
-                    }
-                    if known_schema {
-                        match entry_hash(&e.prev_hash, &encode(&e)) {
-                            None => problems.push(Problem {
-                                chain_seq,
-                                message: format!(
-                                    "entry {chain_seq} has been altered: its prev_hash is not 64 lowercase hex characters"
-                                ),
-                            }),
-                            Some(h) if h != e.hash => problems.push(Problem {
-                                chain_seq,
-                                message: format!(
-                                    "entry {chain_seq} has been altered: its contents hash to {} but it stores {}",
-                                    short(&h),
-                                    short(&e.hash)
-                                ),
-                            }),
-                            Some(_) => {}
-                        }
-                    }
-                }
+                Ok(e) => check_entry(&e, prev.as_deref(), &mut problems),
             }
 
             if let (Some(x), Some(h)) = (&expect, &stored_hash)
@@ -206,28 +148,8 @@ impl Reader {
             last_seq = chain_seq;
         }
 
-        let expect_verdict = expect.map(|x| {
-            match expect_at {
-                _ if entries == 0 => {
-                    let s = format!("the journal is empty, so it cannot end at {}, the head you recorded", short(&x));
-                    problems.push(Problem { chain_seq: 0, message: s.clone() });
-                    s
-                }
-                Some((_, pos)) if pos == entries => "the journal still ends at the head you recorded".to_owned(),
-                Some((seq, pos)) => format!(
-                    "the head you recorded is entry {seq}; the journal has grown by {} since, so record the new head to cover them too",
-                    plural(entries - pos, "entry", "entries")
-                ),
-                None => {
-                    let s = format!(
-                        "the head you recorded ({}) is nowhere in the chain: entries were removed or the chain was recomputed",
-                        short(&x)
-                    );
-                    problems.push(Problem { chain_seq: last_seq, message: s.clone() });
-                    s
-                }
-            }
-        });
+        let expect_verdict =
+            expect.map(|x| expect_verdict(&x, expect_at, entries, last_seq, &mut problems));
 
         let tables = self.table_mismatches()?;
         let state = if !problems.is_empty() || !tables.is_empty() {
@@ -247,5 +169,114 @@ impl Reader {
             expect_head: expect_verdict,
             tables,
         })
+    }
+}
+
+/// The `--expect-head` argument, trimmed and lowercased; `None` if none was given. Anything but 64
+/// hex characters is an error, not a verdict.
+fn parse_expect_head(expect_head: Option<&str>) -> Result<Option<String>, JournalError> {
+    match expect_head.map(str::trim) {
+        None => Ok(None),
+        Some(h) if is_hash(&h.to_ascii_lowercase()) => Ok(Some(h.to_ascii_lowercase())),
+        Some(h) => Err(JournalError::BadExpectHead {
+            given: h.to_owned(),
+        }),
+    }
+}
+
+/// Checks one decoded entry: its schema version, its link to `prev` (what the entry before it
+/// stores, or the genesis; `None` = unknown, so the link is taken as given) and its own hash.
+fn check_entry(e: &Entry, prev: Option<&str>, problems: &mut Vec<Problem>) {
+    let chain_seq = e.chain_seq;
+    let known_schema = e.schema_version == SCHEMA_VERSION;
+    if !known_schema {
+        problems.push(Problem {
+            chain_seq,
+            message: format!(
+                "entry {chain_seq} was written under schema_version {}, which this build does not know how to verify",
+                e.schema_version
+            ),
+        });
+    }
+    // The link is format-independent, so it is checked whatever the schema.
+    if let Some(p) = prev
+        && e.prev_hash != p
+    {
+        let message = if chain_seq == 1 {
+            format!(
+                "entry 1 does not link to the genesis of this machine id: its prev_hash is {} but the genesis is {} (wrong machine id, or entry 1 was replaced)",
+                short(&e.prev_hash),
+                short(p)
+            )
+        } else {
+            format!(
+                "entry {chain_seq} does not link to the entry before it: its prev_hash is {} but entry {} stores {}",
+                short(&e.prev_hash),
+                chain_seq - 1,
+                short(p)
+            )
+        };
+        problems.push(Problem { chain_seq, message });
+    }
+    if known_schema {
+        match entry_hash(&e.prev_hash, &encode(e)) {
+            None => problems.push(Problem {
+                chain_seq,
+                message: format!(
+                    "entry {chain_seq} has been altered: its prev_hash is not 64 lowercase hex characters"
+                ),
+            }),
+            Some(h) if h != e.hash => problems.push(Problem {
+                chain_seq,
+                message: format!(
+                    "entry {chain_seq} has been altered: its contents hash to {} but it stores {}",
+                    short(&h),
+                    short(&e.hash)
+                ),
+            }),
+            Some(_) => {}
+        }
+    }
+}
+
+/// The sentence about `--expect-head`: where the recorded head `x` is in the chain. An empty
+/// journal, or a head that is nowhere in it, is also a problem.
+fn expect_verdict(
+    x: &str,
+    expect_at: Option<(i64, i64)>,
+    entries: i64,
+    last_seq: i64,
+    problems: &mut Vec<Problem>,
+) -> String {
+    match expect_at {
+        _ if entries == 0 => {
+            let s = format!(
+                "the journal is empty, so it cannot end at {}, the head you recorded",
+                short(x)
+            );
+            problems.push(Problem {
+                chain_seq: 0,
+                message: s.clone(),
+            });
+            s
+        }
+        Some((_, pos)) if pos == entries => {
+            "the journal still ends at the head you recorded".to_owned()
+        }
+        Some((seq, pos)) => format!(
+            "the head you recorded is entry {seq}; the journal has grown by {} since, so record the new head to cover them too",
+            plural(entries - pos, "entry", "entries")
+        ),
+        None => {
+            let s = format!(
+                "the head you recorded ({}) is nowhere in the chain: entries were removed or the chain was recomputed",
+                short(x)
+            );
+            problems.push(Problem {
+                chain_seq: last_seq,
+                message: s.clone(),
+            });
+            s
+        }
     }
 }
