@@ -9,7 +9,7 @@ use rusqlite::{Connection, OptionalExtension as _, TransactionBehavior};
 use super::JournalError;
 use crate::config::Durability;
 
-/// The database layout version stored in `meta.schema`. Independent of [`SCHEMA_VERSION`]: a new
+/// The database layout version stored in `meta.schema`. Independent of [`SCHEMA_VERSION`](super::SCHEMA_VERSION): a new
 /// index changes this one, a new hashed field changes the other.
 pub(super) const DB_SCHEMA: &str = "1";
 

@@ -45,7 +45,7 @@ pub(crate) struct VerifyReport {
     pub expect_head: Option<String>,
     /// Every way the policies, budgets and agents tables differ from what the journal's
     /// `policy.change`, `budget.change` and `agent.change` entries put in force (see
-    /// [`table_mismatches`]); any makes the state [`ChainState::Broken`].
+    /// [`Reader::table_mismatches`]); any makes the state [`ChainState::Broken`].
     pub tables: Vec<String>,
 }
 

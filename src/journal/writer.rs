@@ -204,7 +204,7 @@ fn write_transaction(
 impl Journal {
     /// Opens the journal as its single writer: creates the file (0600) and schema if needed, sets
     /// and checks the pragmas, and reads the current head. `machine_id` seeds the chain when the
-    /// journal is empty (from [`load_or_create_machine_id`]).
+    /// journal is empty (from [`load_or_create_machine_id`](super::load_or_create_machine_id)).
     pub fn open(
         db_path: &Path,
         machine_id: &str,
