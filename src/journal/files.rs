@@ -58,7 +58,8 @@ pub(super) fn prepare_db_file(path: &Path) -> Result<(), JournalError> {
 
 /// Whether the journal at `db_path` holds at least one entry. A missing file or table counts as
 /// empty. The daemon asks this before [`load_or_create_machine_id`], since the machine id must
-/// exist before [`Journal::open`](super::Journal::open) and may only be created for an empty journal.
+/// exist before [`Journal::open`](super::Journal::open) and may only be created for an empty
+/// journal.
 pub(crate) fn journal_has_entries(db_path: &Path) -> Result<bool, JournalError> {
     match Reader::open(db_path) {
         Ok(reader) => Ok(reader.count()? > 0),

@@ -9,8 +9,9 @@ use rusqlite::{Connection, OptionalExtension as _, TransactionBehavior};
 use super::JournalError;
 use crate::config::Durability;
 
-/// The database layout version stored in `meta.schema`. Independent of [`SCHEMA_VERSION`](super::SCHEMA_VERSION): a new
-/// index changes this one, a new hashed field changes the other.
+/// The database layout version stored in `meta.schema`. Independent of
+/// [`SCHEMA_VERSION`](super::SCHEMA_VERSION): a new index changes this one, a new hashed field
+/// changes the other.
 pub(super) const DB_SCHEMA: &str = "1";
 
 /// How long the writer or a reader waits for another connection's lock before giving up. Long
