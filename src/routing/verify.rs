@@ -11,6 +11,9 @@ use crate::clients::{ClientConfigError, FileSpec, Format, Loaded, json};
 /// The rewritten entries: the key path of their group, their name and their connector.
 type Rewritten = [(Vec<String>, String, String)];
 
+/// The args a rewritten entry (group, name, connector) must read back with.
+type ExpectedArgs<'a> = dyn Fn(&[String], &str, &str) -> Vec<String> + 'a;
+
 /// Re-reads the rewritten text and checks that it says exactly what the original said, except
 /// that each rewritten entry's command is holdcall and its args are the serve prefix, the
 /// original command and the original args (or, for an entry routed through another holdcall,
@@ -94,7 +97,7 @@ fn same_json_but_routed(
     after: &str,
     holdcall: &str,
     routed: &Rewritten,
-    expected: &dyn Fn(&[String], &str, &str) -> Vec<String>,
+    expected: &ExpectedArgs<'_>,
 ) -> Result<(), String> {
     let old = json::parse(before, flavour)
         .map_err(|e| e.to_string())?
@@ -129,7 +132,7 @@ fn same_toml_but_routed(
     after: &str,
     holdcall: &str,
     routed: &Rewritten,
-    expected: &dyn Fn(&[String], &str, &str) -> Vec<String>,
+    expected: &ExpectedArgs<'_>,
 ) -> Result<(), String> {
     let old: toml::Table = toml::from_str(before).map_err(|e| e.message().to_string())?;
     let new: toml::Table =
