@@ -1,6 +1,6 @@
-//! What `inventory` and `init` show of an entry: arguments with credential-looking values
-//! masked, URLs without userinfo or secret query values, and whether the server's package is
-//! pinned to one version.
+//! What a listing of configured servers shows of an entry (`inventory`, `init`): arguments
+//! with credential-looking values masked, URLs without userinfo or secret query values, and
+//! whether the server's package is pinned to one version.
 //!
 //! Owns: redaction and the pinned judgement. Must never: call something "pinned" it could not
 //! parse (that is "unknown"), or return an unmasked value it judged secret. No I/O.
