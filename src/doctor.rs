@@ -10,11 +10,12 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::clients::{self, EntryState, FileState, Places, backup::Backups};
+use crate::clients::{FileState, Places};
 use crate::config::{Config, Home};
 use crate::ipc::{self, Probe, Request, Response};
 use crate::journal::{ChainState, Reader};
 use crate::limits;
+use crate::routing::{self, RoutedEntry, Routing, backup::Backups};
 use crate::text::visible;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -920,7 +921,7 @@ pub fn clients(ctx: &Ctx) -> Vec<Check> {
     for spec in places.files() {
         let name = format!("{} {}", spec.client.id(), spec.scope);
         let path = visible(&spec.path.display().to_string());
-        let loaded = match clients::load(&spec) {
+        let loaded = match routing::load(&spec) {
             FileState::Missing => continue,
             FileState::Refused(reason) => {
                 out.push(check(
@@ -966,7 +967,7 @@ pub fn clients(ctx: &Ctx) -> Vec<Check> {
 fn elsewhere_lines(
     name: &str,
     path: &Path,
-    entries: &[clients::Entry],
+    entries: &[RoutedEntry],
     home: &Path,
     user_home: &Path,
 ) -> Vec<Check> {
@@ -974,7 +975,7 @@ fn elsewhere_lines(
     let here = visible(&home.display().to_string());
     let routed = entries
         .iter()
-        .filter(|e| matches!(e.state, EntryState::Routed));
+        .filter(|e| matches!(e.state, Routing::Routed));
     let (mut implicit, mut explicit) = (Vec::new(), Vec::new());
     for e in routed {
         if let Some(theirs) = e.lands_elsewhere(home, user_home) {
@@ -1018,7 +1019,7 @@ fn elsewhere_lines(
     out
 }
 
-fn names(v: &[&clients::Entry]) -> String {
+fn names(v: &[&RoutedEntry]) -> String {
     v.iter()
         .map(|e| visible(&e.name))
         .collect::<Vec<_>>()
@@ -1028,32 +1029,31 @@ fn names(v: &[&clients::Entry]) -> String {
 fn client_lines(
     name: &str,
     path: &Path,
-    entries: &[clients::Entry],
+    entries: &[RoutedEntry],
     backups: Option<&Backups>,
 ) -> Vec<Check> {
     let shown = visible(&path.display().to_string());
-    let by = |s: &dyn Fn(&EntryState) -> bool| {
-        entries.iter().filter(|e| s(&e.state)).collect::<Vec<_>>()
-    };
-    let routed = by(&|s| *s == EntryState::Routed);
-    let unrouted = by(&|s| *s == EntryState::NotRouted);
-    let remote = by(&|s| *s == EntryState::Remote);
-    let other = by(&|s| matches!(s, EntryState::OtherHoldcall(_)));
-    let reason = |e: &clients::Entry| match &e.state {
-        EntryState::OtherHoldcall(o) => o.reason(),
+    let by =
+        |s: &dyn Fn(&Routing) -> bool| entries.iter().filter(|e| s(&e.state)).collect::<Vec<_>>();
+    let routed = by(&|s| *s == Routing::Routed);
+    let unrouted = by(&|s| *s == Routing::NotRouted);
+    let remote = by(&|s| *s == Routing::Remote);
+    let other = by(&|s| matches!(s, Routing::OtherHoldcall(_)));
+    let reason = |e: &RoutedEntry| match &e.state {
+        Routing::OtherHoldcall(o) => o.reason(),
         _ => String::new(),
     };
     let ours = backups.map(|b| b.routed_by_us(path)).unwrap_or_default();
-    let dropped: Vec<&clients::Entry> = unrouted
+    let dropped: Vec<&RoutedEntry> = unrouted
         .iter()
         .copied()
         .filter(|e| ours.contains(&(e.group.clone(), e.name.clone())))
         .collect();
     // A `holdcall serve` entry whose holdcall is gone (moved, uninstalled) is told apart from
     // one that runs another holdcall: the remedy is the same, the cause is not.
-    let (missing_binary, foreign): (Vec<&clients::Entry>, Vec<&clients::Entry>) =
+    let (missing_binary, foreign): (Vec<&RoutedEntry>, Vec<&RoutedEntry>) =
         other.iter().copied().partition(|e| match &e.state {
-            EntryState::OtherHoldcall(o) => o.missing(),
+            Routing::OtherHoldcall(o) => o.missing(),
             _ => false,
         });
     let mut out = Vec::new();
@@ -1069,7 +1069,7 @@ fn client_lines(
             Some("run `holdcall init --write` again"),
         ));
     }
-    let fresh: Vec<&clients::Entry> = unrouted
+    let fresh: Vec<&RoutedEntry> = unrouted
         .iter()
         .copied()
         .filter(|e| !dropped.iter().any(|d| std::ptr::eq(*d, *e)))

@@ -51,6 +51,7 @@ pub mod os;
 pub mod policy;
 pub mod projection;
 pub mod relay;
+pub(crate) mod routing;
 pub mod text;
 pub mod vault;
 

@@ -181,11 +181,11 @@ fn assert_only_command_and_args_changed(name: &str, before: &str, after: &str) {
 /// JSON of any client dialect, through holdcall's own reader (JSONC included).
 fn json_value(fixture: &str, text: &str) -> serde_json::Value {
     let jsonc = fixture.starts_with("vscode") || fixture.starts_with("gemini");
-    let dialect = holdcall::clients::json::Dialect {
+    let flavour = holdcall::clients::json::Flavour {
         comments: jsonc,
         trailing_commas: jsonc,
     };
-    holdcall::clients::json::parse(text, dialect)
+    holdcall::clients::json::parse(text, flavour)
         .unwrap()
         .to_value(text)
 }

@@ -511,7 +511,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
                         .collect();
                     let (program, args) =
                         words.split_first().ok_or(relay::RelayError::NoCommand)?;
-                    let (c, from) = crate::clients::derived_connector(program, args);
+                    let (c, from) = crate::routing::derived_connector(program, args);
                     eprintln!(
                         "holdcall: no --connector given: using connector {c}, derived from {from}"
                     );

@@ -6,13 +6,12 @@ use std::io::Write;
 
 use super::CliError;
 use crate::clients::inspect::{self, show_command};
-use crate::clients::{
-    self, ClientConfigError, Entry, EntryState, FileState, Places, backup::Backups,
-};
+use crate::clients::{self, ClientConfigError, FileState, Places};
 use crate::config::Home;
+use crate::routing::{self, RoutedEntry, Routing, backup::Backups};
 use crate::text::visible;
 
-fn env_line(e: &Entry) -> Option<String> {
+fn env_line(e: &RoutedEntry) -> Option<String> {
     (!e.env_names.is_empty()).then(|| {
         format!(
             "env: {} (values not shown)",
@@ -56,13 +55,13 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
         return Ok(0);
     }
     let places = Places::from_env()?;
-    let holdcall = clients::holdcall_command()?;
+    let holdcall = routing::holdcall_command()?;
     let home_dir = home
         .dir()
         .to_str()
         .ok_or_else(|| ClientConfigError::HomeNotUtf8(home.dir().to_path_buf()))?
         .to_string();
-    let target = clients::Target {
+    let target = routing::Target {
         home: &home_dir,
         user_home: &places.home,
     };
@@ -70,7 +69,7 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
     let mut refused = Vec::new();
     let mut found = 0usize;
     for spec in places.files() {
-        let loaded = match clients::load(&spec) {
+        let loaded = match routing::load(&spec) {
             FileState::Missing => continue,
             FileState::Refused(reason) => {
                 found += 1;
@@ -85,7 +84,7 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
             FileState::Read(l) => l,
         };
         found += 1;
-        let plan = match clients::plan(&spec, &loaded, &holdcall, target) {
+        let plan = match routing::plan(&spec, &loaded, &holdcall, target) {
             Ok(p) => p,
             Err(e) => {
                 writeln!(out, "{}", file_heading(&spec))?;
@@ -99,7 +98,7 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
             let name = visible(&e.name);
             let group = visible(&e.group_label());
             match &e.state {
-                EntryState::NotRouted
+                Routing::NotRouted
                     if plan
                         .as_ref()
                         .is_some_and(|p| p.routed.contains(&(e.group.clone(), e.name.clone()))) =>
@@ -123,7 +122,7 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
                     }
                     let cmd = e.command.as_deref().unwrap_or("");
                     writeln!(out, "    - {}", show_command(cmd, &e.args))?;
-                    let mut args = clients::serve_prefix(spec.client, &connector, &home_dir);
+                    let mut args = routing::serve_prefix(spec.client, &connector, &home_dir);
                     args.push(cmd.to_string());
                     args.extend(e.args.iter().cloned());
                     writeln!(out, "    + {}", show_command(&holdcall, &args))?;
@@ -131,7 +130,7 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
                         writeln!(out, "      {env}")?;
                     }
                 }
-                EntryState::OtherHoldcall(other)
+                Routing::OtherHoldcall(other)
                     if plan
                         .as_ref()
                         .is_some_and(|p| p.routed.contains(&(e.group.clone(), e.name.clone()))) =>
@@ -151,7 +150,7 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
                     writeln!(out, "    - {}", show_command(cmd, &e.args))?;
                     writeln!(out, "    + {}", show_command(&holdcall, &args))?;
                 }
-                EntryState::Routed
+                Routing::Routed
                     if plan
                         .as_ref()
                         .is_some_and(|p| p.routed.contains(&(e.group.clone(), e.name.clone()))) =>
@@ -171,20 +170,18 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
                     writeln!(out, "    - {}", show_command(cmd, &e.args))?;
                     writeln!(out, "    + {}", show_command(&holdcall, &args))?;
                 }
-                EntryState::NotRouted | EntryState::OtherHoldcall(_) => writeln!(
+                Routing::NotRouted | Routing::OtherHoldcall(_) => writeln!(
                     out,
                     "  left alone {group} {name}: holdcall cannot rewrite this layout; route it by hand"
                 )?,
-                EntryState::Routed => writeln!(out, "  already routed {group} {name}")?,
-                EntryState::Remote => writeln!(
+                Routing::Routed => writeln!(out, "  already routed {group} {name}")?,
+                Routing::Remote => writeln!(
                     out,
                     "  remote, left alone {group} {name} ({} {})",
                     e.transport,
                     visible(&inspect::redact_url(e.url.as_deref().unwrap_or("")))
                 )?,
-                EntryState::Unrecognized(why) => {
-                    writeln!(out, "  left alone {group} {name}: {why}")?
-                }
+                Routing::Unrecognized(why) => writeln!(out, "  left alone {group} {name}: {why}")?,
             }
         }
         if let Some(p) = plan {
@@ -291,7 +288,7 @@ pub fn inventory(json: bool) -> Result<i32, CliError> {
     let mut rows = Vec::new();
     let mut unreadable = Vec::new();
     for spec in places.files() {
-        match clients::load(&spec) {
+        match routing::load(&spec) {
             FileState::Missing => {}
             FileState::Refused(reason) => unreadable.push(serde_json::json!({
                 "client": spec.client.id(),
@@ -301,7 +298,7 @@ pub fn inventory(json: bool) -> Result<i32, CliError> {
             FileState::Read(l) => {
                 for e in &l.entries {
                     let pin = match (&e.state, e.upstream()) {
-                        (EntryState::Remote, _) => None,
+                        (Routing::Remote, _) => None,
                         (_, Some((cmd, args))) => Some(inspect::pin(&cmd, &args)),
                         _ => Some(inspect::Pin::Unknown("no command".into())),
                     };
@@ -314,9 +311,9 @@ pub fn inventory(json: bool) -> Result<i32, CliError> {
                         connector_derived_from: e.connector_from.clone(),
                         transport: e.transport.clone(),
                         state: e.state.label(),
-                        routed: e.state == EntryState::Routed,
+                        routed: e.state == Routing::Routed,
                         not_routed_because: match &e.state {
-                            EntryState::OtherHoldcall(o) => Some(o.reason()),
+                            Routing::OtherHoldcall(o) => Some(o.reason()),
                             _ => None,
                         },
                         pinned: pin.as_ref().map(|p| p.label()).unwrap_or("n/a"),

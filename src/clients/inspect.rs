@@ -1,12 +1,12 @@
-//! What `inventory` and `init` show of an entry: arguments with credential-looking values
-//! masked, URLs without userinfo or secret query values, and whether the server's package is
-//! pinned to one version.
+//! What a listing of configured servers shows of an entry (`inventory`, `init`): arguments
+//! with credential-looking values masked, URLs without userinfo or secret query values, and
+//! whether the server's package is pinned to one version.
 //!
 //! Owns: redaction and the pinned judgement. Must never: call something "pinned" it could not
 //! parse (that is "unknown"), or return an unmasked value it judged secret. No I/O.
 
 /// What replaces a value judged secret.
-pub const MASK: &str = "••••";
+pub(crate) const MASK: &str = "••••";
 
 /// Key words that make the value of a flag or `key=value` secret (compared lowercase, with `-`
 /// and `_` removed).
@@ -69,7 +69,7 @@ fn normalized(key: &str) -> String {
 }
 
 /// A flag or key name whose value is secret.
-pub fn secret_key(key: &str) -> bool {
+pub(crate) fn secret_key(key: &str) -> bool {
     let n = normalized(key);
     !n.is_empty()
         && (SECRET_WORDS.iter().any(|w| n.contains(w)) || SECRET_NAMES.contains(&n.as_str()))
@@ -77,7 +77,7 @@ pub fn secret_key(key: &str) -> bool {
 
 /// A bare value that looks like a credential: a known token prefix, or a long run of letters
 /// and digits with no path or package shape and high entropy.
-pub fn looks_like_token(v: &str) -> bool {
+pub(crate) fn looks_like_token(v: &str) -> bool {
     if TOKEN_PREFIXES
         .iter()
         .any(|p| v.starts_with(p) && v.len() >= p.len() + 8)
@@ -114,7 +114,7 @@ fn entropy(s: &str) -> f64 {
 }
 
 /// A URL with its userinfo and secret query values masked.
-pub fn redact_url(url: &str) -> String {
+pub(crate) fn redact_url(url: &str) -> String {
     let Some(scheme_end) = url.find("://") else {
         return url.to_string();
     };
@@ -179,7 +179,7 @@ fn percent_decoded(s: &str) -> String {
 
 /// Arguments with every credential-looking value masked: `--api-key=…` and `KEY=…` by key,
 /// the value after a secret flag, `Bearer …`, URLs, and bare token-shaped values.
-pub fn redact_args(args: &[String]) -> Vec<String> {
+pub(crate) fn redact_args(args: &[String]) -> Vec<String> {
     let mut out = Vec::with_capacity(args.len());
     let mut mask_next = false;
     for a in args {
@@ -243,7 +243,7 @@ fn redact_one(a: &str, mask_next: &mut bool) -> String {
 
 /// Whether an entry's server is pinned to one version.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Pin {
+pub(crate) enum Pin {
     /// An exact version (`pkg@1.2.3`, `pkg==1.2.3`), an image digest, or a local absolute path.
     Pinned(String),
     /// A package without an exact version, or an image by tag.
@@ -253,14 +253,14 @@ pub enum Pin {
 }
 
 impl Pin {
-    pub fn label(&self) -> &'static str {
+    pub(crate) fn label(&self) -> &'static str {
         match self {
             Pin::Pinned(_) => "pinned",
             Pin::Unpinned(_) => "unpinned",
             Pin::Unknown(_) => "unknown",
         }
     }
-    pub fn detail(&self) -> &str {
+    pub(crate) fn detail(&self) -> &str {
         match self {
             Pin::Pinned(d) | Pin::Unpinned(d) | Pin::Unknown(d) => d,
         }
@@ -275,7 +275,7 @@ fn base(command: &str) -> &str {
 }
 
 /// An exact semantic version: `1.2.3`, optionally `-pre` and `+build`.
-pub fn exact_version(v: &str) -> bool {
+pub(crate) fn exact_version(v: &str) -> bool {
     let core = v.split(['-', '+']).next().unwrap_or("");
     let parts: Vec<&str> = core.split('.').collect();
     parts.len() == 3
@@ -326,7 +326,7 @@ fn launcher<'a>(command: &'a str, args: &'a [String]) -> Launcher<'a> {
 }
 
 /// The pinned judgement of a command and its arguments (the upstream ones, for a routed entry).
-pub fn pin(command: &str, args: &[String]) -> Pin {
+pub(crate) fn pin(command: &str, args: &[String]) -> Pin {
     match launcher(command, args) {
         Launcher::Npm(args, flags) => npm_pin(args, flags),
         Launcher::Uv(args) => uv_pin(args),
@@ -359,8 +359,8 @@ const GENERIC_DIRS: &[&str] = &[
 /// or Python runner runs (without scope, version or extras), the image `docker run` runs, the
 /// module of `python -m`, a script's name (or its project directory's, for `index.js` and
 /// the like), else the command's own base name. Not yet a valid connector name: see
-/// `clients::derived_connector`.
-pub fn server_name(command: &str, args: &[String]) -> (String, String) {
+/// `routing::derived_connector`.
+pub(crate) fn server_name(command: &str, args: &[String]) -> (String, String) {
     let fallback = || {
         (
             base(command).to_string(),
@@ -677,7 +677,7 @@ fn docker_image(args: &[String]) -> Result<&str, Pin> {
 }
 
 /// Arguments shown on one line: redacted, printable, quoted when they hold spaces.
-pub fn show_command(command: &str, args: &[String]) -> String {
+pub(crate) fn show_command(command: &str, args: &[String]) -> String {
     let mut parts = vec![shell_word(&crate::text::visible(command))];
     parts.extend(
         redact_args(args)

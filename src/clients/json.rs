@@ -14,12 +14,12 @@ use crate::mcp::json::escape::{EscapeError, LoneSurrogates, decode_string_body};
 /// One JSON value and where it sits in the file.
 #[derive(Debug, Clone)]
 pub struct Node {
-    pub span: Range<usize>,
-    pub kind: Kind,
+    pub(crate) span: Range<usize>,
+    pub(crate) kind: Kind,
 }
 
 #[derive(Debug, Clone)]
-pub enum Kind {
+pub(crate) enum Kind {
     Object(Vec<Member>),
     Array(Vec<Node>),
     String(String),
@@ -29,18 +29,18 @@ pub enum Kind {
 }
 
 #[derive(Debug, Clone)]
-pub struct Member {
-    pub key: String,
-    pub key_span: Range<usize>,
-    pub value: Node,
+pub(crate) struct Member {
+    pub(crate) key: String,
+    pub(crate) key_span: Range<usize>,
+    pub(crate) value: Node,
 }
 
 /// Why a file could not be read, and where. Never quotes the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParseError {
-    pub line: usize,
-    pub col: usize,
-    pub what: String,
+    pub(crate) line: usize,
+    pub(crate) col: usize,
+    pub(crate) what: String,
 }
 
 impl std::fmt::Display for ParseError {
@@ -49,17 +49,18 @@ impl std::fmt::Display for ParseError {
     }
 }
 
-/// What the file's client accepts beyond RFC 8259.
+/// What the file's client accepts beyond RFC 8259 (the JSON flavour of its config file; not to
+/// be confused with an MCP protocol revision).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Dialect {
+pub struct Flavour {
     /// `//` and `/* */` comments.
     pub comments: bool,
     /// A comma before `]` or `}`.
     pub trailing_commas: bool,
 }
 
-impl Dialect {
-    pub const STRICT: Dialect = Dialect {
+impl Flavour {
+    pub(crate) const STRICT: Flavour = Flavour {
         comments: false,
         trailing_commas: false,
     };
@@ -67,25 +68,25 @@ impl Dialect {
 
 impl Node {
     /// The member `key` of an object.
-    pub fn get(&self, key: &str) -> Option<&Node> {
+    pub(crate) fn get(&self, key: &str) -> Option<&Node> {
         match &self.kind {
             Kind::Object(members) => members.iter().find(|m| m.key == key).map(|m| &m.value),
             _ => None,
         }
     }
-    pub fn as_str(&self) -> Option<&str> {
+    pub(crate) fn as_str(&self) -> Option<&str> {
         match &self.kind {
             Kind::String(s) => Some(s),
             _ => None,
         }
     }
-    pub fn members(&self) -> Option<&[Member]> {
+    pub(crate) fn members(&self) -> Option<&[Member]> {
         match &self.kind {
             Kind::Object(m) => Some(m),
             _ => None,
         }
     }
-    pub fn elements(&self) -> Option<&[Node]> {
+    pub(crate) fn elements(&self) -> Option<&[Node]> {
         match &self.kind {
             Kind::Array(a) => Some(a),
             _ => None,
@@ -115,11 +116,11 @@ impl Node {
 }
 
 /// Parses a whole file: one value, surrounded only by whitespace (and comments, in JSONC).
-pub fn parse(text: &str, dialect: Dialect) -> Result<Node, ParseError> {
+pub fn parse(text: &str, flavour: Flavour) -> Result<Node, ParseError> {
     let mut p = Parser {
         bytes: text.as_bytes(),
         pos: 0,
-        dialect,
+        flavour,
     };
     if p.bytes.starts_with(b"\xEF\xBB\xBF") {
         p.pos = 3;
@@ -136,7 +137,7 @@ pub fn parse(text: &str, dialect: Dialect) -> Result<Node, ParseError> {
 struct Parser<'a> {
     bytes: &'a [u8],
     pos: usize,
-    dialect: Dialect,
+    flavour: Flavour,
 }
 
 impl Parser<'_> {
@@ -172,7 +173,7 @@ impl Parser<'_> {
         loop {
             match self.peek() {
                 Some(b' ' | b'\t' | b'\n' | b'\r') => self.pos += 1,
-                Some(b'/') if self.dialect.comments => match self.bytes.get(self.pos + 1) {
+                Some(b'/') if self.flavour.comments => match self.bytes.get(self.pos + 1) {
                     Some(b'/') => {
                         while let Some(b) = self.peek() {
                             if b == b'\n' {
@@ -335,7 +336,7 @@ impl Parser<'_> {
                     self.pos += 1;
                     self.skip_ws()?;
                     if self.peek() == Some(b'}') {
-                        if !self.dialect.trailing_commas {
+                        if !self.flavour.trailing_commas {
                             return Err(self.error("a comma before '}'"));
                         }
                         self.pos += 1;
@@ -367,7 +368,7 @@ impl Parser<'_> {
                     self.pos += 1;
                     self.skip_ws()?;
                     if self.peek() == Some(b']') {
-                        if !self.dialect.trailing_commas {
+                        if !self.flavour.trailing_commas {
                             return Err(self.error("a comma before ']'"));
                         }
                         self.pos += 1;

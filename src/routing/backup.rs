@@ -13,35 +13,36 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{ClientConfigError, ClientId, Plan};
+use super::Plan;
+use crate::clients::{ClientConfigError, ClientId};
 use crate::config::Home;
 use crate::ids::sha256_hex;
 
 /// One line of `index.jsonl`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Record {
+pub(crate) struct Record {
     /// `write` (init --write) or `undo` (the file as it was before an undo).
-    pub kind: String,
+    pub(crate) kind: String,
     /// The backup's file name in the backups directory.
-    pub backup: String,
+    pub(crate) backup: String,
     /// The config file's path as the client names it (may be a symlink).
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// The file actually written (the symlink's target, if any).
-    pub target: PathBuf,
-    pub client: String,
-    pub at: String,
-    pub before_sha256: String,
-    pub after_sha256: String,
+    pub(crate) target: PathBuf,
+    pub(crate) client: String,
+    pub(crate) at: String,
+    pub(crate) before_sha256: String,
+    pub(crate) after_sha256: String,
     /// The entries this write routed: the key path of their group, then their name.
     #[serde(default)]
-    pub routed: Vec<(Vec<String>, String)>,
+    pub(crate) routed: Vec<(Vec<String>, String)>,
     /// For an undo: the backup it restored.
     #[serde(default)]
-    pub undoes: Option<String>,
+    pub(crate) undoes: Option<String>,
 }
 
 /// The backups directory of one Holdcall home.
-pub struct Backups {
+pub(crate) struct Backups {
     dir: PathBuf,
 }
 
@@ -55,22 +56,18 @@ fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Clien
 }
 
 /// What an undo did.
-pub struct Undone {
-    pub path: PathBuf,
-    pub backup: PathBuf,
+pub(crate) struct Undone {
+    pub(crate) path: PathBuf,
+    pub(crate) backup: PathBuf,
     /// The backup of the content the undo replaced.
-    pub saved_as: PathBuf,
+    pub(crate) saved_as: PathBuf,
 }
 
 impl Backups {
-    pub fn of(home: &Home) -> Backups {
+    pub(crate) fn of(home: &Home) -> Backups {
         Backups {
             dir: home.dir().join("backups"),
         }
-    }
-
-    pub fn dir(&self) -> &Path {
-        &self.dir
     }
 
     fn index_path(&self) -> PathBuf {
@@ -79,7 +76,7 @@ impl Backups {
 
     /// Every record, oldest first; none when nothing was ever written. Unreadable lines are
     /// skipped (the index is a convenience for undo and doctor, not a ledger).
-    pub fn records(&self) -> Vec<Record> {
+    pub(crate) fn records(&self) -> Vec<Record> {
         let Ok(text) = fs::read_to_string(self.index_path()) else {
             return Vec::new();
         };
@@ -89,7 +86,7 @@ impl Backups {
     }
 
     /// The entries of `path` that holdcall routed and no undo took back since.
-    pub fn routed_by_us(&self, path: &Path) -> Vec<(Vec<String>, String)> {
+    pub(crate) fn routed_by_us(&self, path: &Path) -> Vec<(Vec<String>, String)> {
         let records = self.records();
         let mut routed: Vec<(Vec<String>, String)> = Vec::new();
         for r in &records {
@@ -191,7 +188,7 @@ impl Backups {
 
     /// Writes a planned rewrite: backup, index line, then the file, atomically. Returns the
     /// backup's path.
-    pub fn write(
+    pub(crate) fn write(
         &self,
         client: ClientId,
         path: &Path,
@@ -222,7 +219,7 @@ impl Backups {
     }
 
     /// Restores the file a backup was taken of. The current content is backed up first.
-    pub fn undo(&self, which: &str, force: bool) -> Result<Undone, ClientConfigError> {
+    pub(crate) fn undo(&self, which: &str, force: bool) -> Result<Undone, ClientConfigError> {
         let name = Path::new(which)
             .file_name()
             .and_then(|n| n.to_str())
@@ -288,7 +285,7 @@ impl Backups {
 /// Replaces `target` (a regular file, never a symlink: callers resolve links first) with
 /// `bytes`: a temporary file in the same directory with the same mode, synced, then renamed
 /// over it, then the directory synced. A crash leaves the old file or the new one, never half.
-pub fn write_atomically(target: &Path, bytes: &[u8]) -> Result<(), ClientConfigError> {
+pub(crate) fn write_atomically(target: &Path, bytes: &[u8]) -> Result<(), ClientConfigError> {
     let dir = target.parent().unwrap_or(Path::new("."));
     let mode = fs::metadata(target)
         .map(|m| m.permissions().mode() & 0o7777)
