@@ -679,7 +679,7 @@ fn agent_from_row(row: &Row<'_>) -> rusqlite::Result<crate::agents::Enrolment> {
     Ok(crate::agents::Enrolment {
         name: row.get(0)?,
         path: row.get(1)?,
-        identity: crate::agents::Identity {
+        identity: crate::os::process::FileIdentity {
             dev: u64_from_sql(row.get(2)?),
             ino: u64_from_sql(row.get(3)?),
             size: u64_from_sql(row.get(4)?),
@@ -705,7 +705,7 @@ pub enum AgentChange {
     Put {
         name: String,
         path: String,
-        identity: crate::agents::Identity,
+        identity: crate::os::process::FileIdentity,
         sha256: String,
     },
     Remove {
@@ -2763,7 +2763,7 @@ mod tests {
     fn an_agent_change_commits_with_its_entry_and_one_file_has_one_name() -> TestResult {
         let f = fixture()?;
         let mut j = Journal::open(&f.db, MACHINE, Durability::Process)?;
-        let identity = crate::agents::Identity {
+        let identity = crate::os::process::FileIdentity {
             dev: u64::MAX,
             ino: 7,
             size: 1,

@@ -380,13 +380,13 @@ async fn stop_server(
     *child_in.lock().await = None;
     let hurried = ended == SessionEnded::Stopped || {
         let signalled = tokio::select! {
-            _ = server::stop_child(child) => false,
+            _ = crate::os::child::stop_group(child, limits::SERVER_STOP_GRACE) => false,
             _ = signals.any() => true,
         };
         signalled
     };
     let grace = if hurried {
-        server::stop_child_within(child, limits::SERVER_STOP_AFTER_SIGNAL).await;
+        crate::os::child::stop_group_now(child, limits::SERVER_STOP_AFTER_SIGNAL).await;
         limits::SERVER_STOP_AFTER_SIGNAL
     } else {
         limits::SERVER_STOP_GRACE

@@ -60,7 +60,7 @@ pub(super) fn start(
         .stderr(Stdio::inherit())
         .kill_on_drop(true)
         .process_group(0);
-    die_with_parent(&mut cmd);
+    crate::os::child::die_with_parent(&mut cmd, "the relay exited before the server started")?;
     let mut child = cmd.spawn().map_err(|source| RelayError::Spawn {
         command: program,
         source,
@@ -96,61 +96,6 @@ fn credentialed_command(l: &crate::connector::Launch) -> Result<Command, RelayEr
         .env_clear()
         .envs(crate::connector::server_env(l, std::env::vars_os()));
     Ok(cmd)
-}
-
-/// Makes the server receive SIGTERM if the relay dies without stopping it (even by SIGKILL).
-#[allow(unsafe_code)]
-fn die_with_parent(cmd: &mut Command) {
-    let parent = nix::unistd::getpid();
-    // SAFETY: the closure runs in the forked child before exec. It calls only prctl and
-    // getppid, both async-signal-safe, allocates nothing and touches no parent state. If the
-    // relay already died before prctl took effect, the child refuses to exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)
-                .map_err(std::io::Error::from)?;
-            if nix::unistd::getppid() != parent {
-                return Err(std::io::Error::other(
-                    "the relay exited before the server started",
-                ));
-            }
-            Ok(())
-        });
-    }
-}
-
-/// Stops the server at once: SIGTERM to its group, `bound` to exit, then SIGKILL.
-pub(super) async fn stop_child_within(child: &mut Child, bound: std::time::Duration) {
-    let group = child.id().map(|p| nix::unistd::Pid::from_raw(p as i32));
-    if let Some(g) = group {
-        let _ = nix::sys::signal::killpg(g, nix::sys::signal::Signal::SIGTERM);
-    }
-    if let Ok(Ok(_)) = tokio::time::timeout(bound, child.wait()).await {
-        return;
-    }
-    if let Some(g) = group {
-        let _ = nix::sys::signal::killpg(g, nix::sys::signal::Signal::SIGKILL);
-    }
-    let _ = child.kill().await;
-}
-
-/// Waits for the server to leave after its stdin closed; then SIGTERM, then SIGKILL, each to
-/// its whole process group.
-pub(super) async fn stop_child(child: &mut Child) {
-    if let Ok(Ok(_)) = tokio::time::timeout(limits::SERVER_STOP_GRACE, child.wait()).await {
-        return;
-    }
-    let group = child.id().map(|p| nix::unistd::Pid::from_raw(p as i32));
-    if let Some(g) = group {
-        let _ = nix::sys::signal::killpg(g, nix::sys::signal::Signal::SIGTERM);
-    }
-    if let Ok(Ok(_)) = tokio::time::timeout(limits::SERVER_STOP_GRACE, child.wait()).await {
-        return;
-    }
-    if let Some(g) = group {
-        let _ = nix::sys::signal::killpg(g, nix::sys::signal::Signal::SIGKILL);
-    }
-    let _ = child.kill().await;
 }
 
 /// Relays every server line to the client unchanged, watching answers for the negotiated
