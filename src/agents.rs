@@ -35,7 +35,7 @@ pub struct Enrolment {
 
 /// Why an executable cannot be enrolled.
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
-pub enum AgentError {
+pub(crate) enum AgentError {
     #[error("{path} is not an absolute path")]
     #[diagnostic(
         code(holdcall::agents::relative),
@@ -90,7 +90,7 @@ pub enum AgentError {
 /// Reads the identity and the SHA-256 of the file at `path` (following symlinks): the file is
 /// opened once, its identity read from the open file before and after hashing, and a file that
 /// changed in between is refused.
-pub fn enrol_file(path: &str) -> Result<(FileIdentity, String), AgentError> {
+pub(crate) fn enrol_file(path: &str) -> Result<(FileIdentity, String), AgentError> {
     if path.len() > limits::AGENT_PATH_BYTES_MAX {
         return Err(AgentError::PathTooLong {
             len: path.len(),
@@ -162,7 +162,7 @@ pub fn enrol_file(path: &str) -> Result<(FileIdentity, String), AgentError> {
 }
 
 /// `current`, or why an enrolment is stale.
-pub fn staleness(e: &Enrolment) -> Result<(), String> {
+pub(crate) fn staleness(e: &Enrolment) -> Result<(), String> {
     match process::identity_of_path(&e.path) {
         Err(err) => Err(format!("the file cannot be read: {err}")),
         Ok(now) => {
@@ -183,7 +183,7 @@ pub fn staleness(e: &Enrolment) -> Result<(), String> {
 /// and its image read through the pin; then the relay's parent pid is read again and the parent
 /// checked alive. A parent that exited in between reparents the relay (so its `PPid:` changes),
 /// and a recycled pid fails the pin: either way the answer is an error, never another program.
-pub fn parent_image<F: AsFd>(sock: &F, relay_pid: i32) -> Result<FileIdentity, String> {
+pub(crate) fn parent_image<F: AsFd>(sock: &F, relay_pid: i32) -> Result<FileIdentity, String> {
     let relay = ProcDir::open(relay_pid)?;
     if let Some(pidfd) = peer::pidfd(sock)
         && process::pid_of_pidfd(&pidfd) != Some(relay_pid)
@@ -215,23 +215,14 @@ pub fn parent_image<F: AsFd>(sock: &F, relay_pid: i32) -> Result<FileIdentity, S
 
 /// The enrolment whose identity is exactly `image`, if any. A zero device and inode never
 /// matches. `(dev, ino)` is unique among enrolments, so at most one can match.
-pub fn matching<'a>(image: &FileIdentity, enrolled: &'a [Enrolment]) -> Option<&'a Enrolment> {
+pub(crate) fn matching<'a>(
+    image: &FileIdentity,
+    enrolled: &'a [Enrolment],
+) -> Option<&'a Enrolment> {
     if !image.names_a_file() {
         return None;
     }
     enrolled.iter().find(|e| e.identity == *image)
-}
-
-/// The agent of a relay connection: the enrolment matching its parent's executable, or None
-/// (unenrolled) when there is none or anything could not be read.
-pub fn derive<F: AsFd>(sock: &F, relay_pid: i32, enrolled: &[Enrolment]) -> Option<String> {
-    match parent_image(sock, relay_pid) {
-        Ok(image) => matching(&image, enrolled).map(|e| e.name.clone()),
-        Err(why) => {
-            tracing::info!("relay pid {relay_pid}: no agent derived ({why}); unenrolled");
-            None
-        }
-    }
 }
 
 /// Whether the process on the other end of a socket (or holding a lock) is one of us: this
@@ -254,12 +245,8 @@ pub enum PeerCheck {
 }
 
 impl PeerCheck {
-    pub fn is_same(&self) -> bool {
-        matches!(self, PeerCheck::Same { .. })
-    }
-
     /// One sentence for a log or an error, saying who the peer is and why it is refused.
-    pub fn describe(&self, what: &str) -> String {
+    pub(crate) fn describe(&self, what: &str) -> String {
         match self {
             PeerCheck::Same { pid } => format!("{what} is this Holdcall build (pid {pid})"),
             PeerCheck::WrongUser { pid, uid, me } => format!(
@@ -290,7 +277,7 @@ impl PeerCheck {
 /// The pid is pinned with SO_PEERPIDFD where the kernel has it (Linux 6.5+): the image is read
 /// through `/proc/<pid>/exe` and the pidfd is consulted again afterwards, so a pid that was
 /// recycled in between is noticed. Older kernels fall back to the pid from SO_PEERCRED.
-pub fn check_peer<F: AsFd>(sock: &F) -> PeerCheck {
+pub(crate) fn check_peer<F: AsFd>(sock: &F) -> PeerCheck {
     let cred = match peer::credentials(sock) {
         Ok(c) => c,
         Err(e) => {
@@ -312,7 +299,7 @@ pub fn check_peer<F: AsFd>(sock: &F) -> PeerCheck {
 
 /// Judges a process known only by its pid (the holder of a home's daemon lock, as the kernel
 /// names it) by the same rules as a peer: our effective uid, and this executable image.
-pub fn check_pid(pid: i32) -> PeerCheck {
+pub(crate) fn check_pid(pid: i32) -> PeerCheck {
     let uid = match process::effective_uid(pid) {
         Ok(uid) => uid,
         Err(e) => {
@@ -436,13 +423,13 @@ mod tests {
     fn a_socket_pair_inside_one_process_is_judged_the_same() {
         let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
         let v = check_peer(&a);
-        assert!(v.is_same(), "{v:?}");
+        assert!(matches!(v, PeerCheck::Same { .. }), "{v:?}");
     }
 
     #[test]
     fn this_process_judged_by_its_pid_is_the_same() {
         let v = check_pid(std::process::id() as i32);
-        assert!(v.is_same(), "{v:?}");
+        assert!(matches!(v, PeerCheck::Same { .. }), "{v:?}");
     }
 
     #[test]
@@ -453,6 +440,6 @@ mod tests {
             older_build: true,
         };
         assert!(v.describe("the daemon").contains("older build"));
-        assert!(!v.is_same());
+        assert!(!matches!(v, PeerCheck::Same { .. }));
     }
 }

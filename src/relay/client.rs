@@ -29,6 +29,29 @@ fn escaped_len(s: &str) -> usize {
         + 2
 }
 
+/// The arguments as the daemon is sent them, and whether they were left out. The limit applies
+/// to the arguments as they travel, escaped inside a JSON string (quotes and backslashes
+/// double), so a large call never overflows the socket line.
+fn arguments_as_sent(arguments: Option<Vec<u8>>) -> (Option<String>, bool) {
+    let text = arguments.map(|a| String::from_utf8_lossy(&a).into_owned());
+    match text {
+        Some(t) if escaped_len(&t) <= limits::ARGUMENTS_BYTES_MAX => (Some(t), false),
+        Some(_) => (None, true),
+        None => (None, false),
+    }
+}
+
+/// The text a call refused on the daemon's word (or for want of one) is answered with; without
+/// a daemon, it says why there was none.
+fn refusal_text(refused: Verdict, no_daemon: Option<&str>) -> String {
+    match (refused, no_daemon) {
+        (Verdict::Deny, _) => frame::DENIED_BY_POLICY.to_string(),
+        (Verdict::OverBudget, _) => frame::DENIED_OVER_BUDGET.to_string(),
+        (_, Some(no_daemon)) => format!("{} ({no_daemon})", frame::DENIED_NO_DECISION),
+        _ => frame::DENIED_NO_DECISION.to_string(),
+    }
+}
+
 /// What the daemon's answer to call `seq` of `session` means, and whether the link can still be
 /// trusted to pair questions with answers. Only a decision naming this session and this call
 /// counts (and a `held` one only with its hold); anything else is no decision, and an answer
@@ -202,32 +225,11 @@ impl ClientPump {
         requested_version: Option<String>,
         retry_state: Option<Vec<u8>>,
     ) -> bool {
-        if name.is_empty()
-            || name.len() > limits::TOOL_NAME_BYTES_MAX
-            || name.chars().any(char::is_control)
+        if self
+            .refused_before_asking(id.as_deref(), &name, requested_version.as_deref())
+            .await
         {
-            self.anomaly(Anomaly::UnreadableCall);
-            if let Some(id) = id {
-                self.refuse(&id, frame::DENIED_UNREADABLE, requested_version.as_deref())
-                    .await;
-            }
             return true;
-        }
-        if let Some(id) = &id {
-            let held = self.held_ids.lock().map(|h| h.contains(id)).unwrap_or(true);
-            let duplicate = held
-                || self
-                    .in_flight
-                    .lock()
-                    .map(|m| m.contains_key(id))
-                    .unwrap_or(true);
-            if duplicate {
-                // Two calls with one id cannot be told apart in the answers, nor in the journal.
-                self.anomaly(Anomaly::DuplicateId);
-                self.refuse(id, frame::DENIED_DUPLICATE_ID, requested_version.as_deref())
-                    .await;
-                return true;
-            }
         }
         self.seq += 1;
         let seq = self.seq;
@@ -243,14 +245,7 @@ impl ClientPump {
             tool: name.clone(),
             digest: digest.clone(),
         };
-        let text = arguments.map(|a| String::from_utf8_lossy(&a).into_owned());
-        // The limit applies to the arguments as they travel, escaped inside a JSON string
-        // (quotes and backslashes double), so a large call never overflows the socket line.
-        let (arguments, arguments_omitted) = match text {
-            Some(t) if escaped_len(&t) <= limits::ARGUMENTS_BYTES_MAX => (Some(t), false),
-            Some(_) => (None, true),
-            None => (None, false),
-        };
+        let (arguments, arguments_omitted) = arguments_as_sent(arguments);
         let word = self.link.expect_release(seq, &digest);
         let answer = self
             .link
@@ -303,20 +298,49 @@ impl ClientPump {
             }
             refused => {
                 if let Some(id) = id {
-                    let why;
-                    let text = match (refused, &self.link.no_daemon) {
-                        (Verdict::Deny, _) => frame::DENIED_BY_POLICY,
-                        (Verdict::OverBudget, _) => frame::DENIED_OVER_BUDGET,
-                        (_, Some(no_daemon)) => {
-                            why = format!("{} ({no_daemon})", frame::DENIED_NO_DECISION);
-                            why.as_str()
-                        }
-                        _ => frame::DENIED_NO_DECISION,
-                    };
-                    self.refuse(&id, text, requested_version.as_deref()).await;
+                    let text = refusal_text(refused, self.link.no_daemon.as_deref());
+                    self.refuse(&id, &text, requested_version.as_deref()).await;
                 }
                 true
             }
         }
+    }
+
+    /// Refuses a call before the daemon is asked: a tool name that cannot be read, or an id
+    /// another call still held or in flight has. True when it was refused.
+    async fn refused_before_asking(
+        &mut self,
+        id: Option<&[u8]>,
+        name: &str,
+        requested_version: Option<&str>,
+    ) -> bool {
+        if name.is_empty()
+            || name.len() > limits::TOOL_NAME_BYTES_MAX
+            || name.chars().any(char::is_control)
+        {
+            self.anomaly(Anomaly::UnreadableCall);
+            if let Some(id) = id {
+                self.refuse(id, frame::DENIED_UNREADABLE, requested_version)
+                    .await;
+            }
+            return true;
+        }
+        if let Some(id) = id {
+            let held = self.held_ids.lock().map(|h| h.contains(id)).unwrap_or(true);
+            let duplicate = held
+                || self
+                    .in_flight
+                    .lock()
+                    .map(|m| m.contains_key(id))
+                    .unwrap_or(true);
+            if duplicate {
+                // Two calls with one id cannot be told apart in the answers, nor in the journal.
+                self.anomaly(Anomaly::DuplicateId);
+                self.refuse(id, frame::DENIED_DUPLICATE_ID, requested_version)
+                    .await;
+                return true;
+            }
+        }
+        false
     }
 }

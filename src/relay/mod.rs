@@ -41,15 +41,6 @@ use in_flight::{InFlight, Retries, RetryStates};
 use link::{Link, refuse_all_held};
 use server::ServerInput;
 
-#[cfg(test)]
-use {
-    crate::ipc::{Release, Verdict},
-    client::verdict_of,
-    held::{HeldWaits, Released, Waiting, release_wait, route_release},
-    in_flight::RetryOf,
-    link::daemon_unresponsive,
-};
-
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum RelayError {
     #[error("no server command: give one after `--`")]
@@ -105,7 +96,7 @@ pub enum RelayError {
 
 /// What `holdcall serve` was asked to do.
 #[derive(Debug, Clone)]
-pub struct ServeOptions {
+pub(crate) struct ServeOptions {
     pub connector: String,
     /// When no `--connector` was given: what `connector` was derived from, in words.
     pub connector_from: Option<String>,
@@ -133,7 +124,7 @@ fn new_session_id() -> String {
 }
 
 /// Runs the relay until the client closes its input, the server exits, or a signal arrives.
-pub async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
+pub(crate) async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayError> {
     check_options(&opts)?;
     // Before anything else: a client that stops the relay during the session's start must not
     // kill it before it ends the session (the default action of these signals).

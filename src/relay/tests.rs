@@ -1,6 +1,11 @@
 //! The relay's unit tests.
 
+use super::client::verdict_of;
+use super::held::{HeldWaits, Released, Waiting, release_wait, route_release};
+use super::in_flight::{RetryOf, RetryStates};
+use super::link::daemon_unresponsive;
 use super::*;
+use crate::ipc::{Release, Verdict};
 
 fn of(origin: i64, tool: &str) -> RetryOf {
     RetryOf {
