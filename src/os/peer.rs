@@ -82,8 +82,8 @@ pub(crate) fn pass_credentials<F: AsFd>(_sock: &F) -> std::io::Result<()> {
 
 /// Reads lines from a verified peer, checking that every byte was written by the process that
 /// was verified. A socket can be shared: a process that connects (or listens) and then runs
-/// Holdcall in its place passes the check at accept, but the kernel still names whoever writes
-/// each message. Bytes from any other process close the connection.
+/// the verified program in its place passes the check at accept, but the kernel still names
+/// whoever writes each message. Bytes from any other process close the connection.
 pub(crate) struct CheckedReader {
     stream: tokio::net::unix::OwnedReadHalf,
     buf: Vec<u8>,
@@ -332,7 +332,8 @@ pub(crate) fn connect_passing_credentials(
     Err(crate::os::unsupported("connecting with credential passing"))
 }
 
-#[cfg(test)]
+// The kernel facts these tests pin are Linux's.
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
     use std::os::unix::net::UnixStream;

@@ -51,8 +51,8 @@ pub(crate) fn exe_path(pid: i32) -> Option<PathBuf> {
 }
 
 /// True when `their_exe` names the path this binary runs from (the kernel appends " (deleted)"
-/// to a file replaced since it was executed). It never admits a peer; it chooses the wording,
-/// and lets `daemon stop|restart` signal an older daemon of ours (same user, same path).
+/// to a file replaced since it was executed). A path can be swapped: this says where a process
+/// was started from, never that it runs the same file (compare `Image`s for that).
 pub(crate) fn same_launch_path(their_exe: &std::path::Path) -> bool {
     let theirs = their_exe.to_string_lossy();
     let theirs = theirs.strip_suffix(" (deleted)").unwrap_or(&theirs);
