@@ -1,100 +1,41 @@
-//! Agents: which client program launched a relay, in the kernel's words.
+//! Who is on the other end, in Holdcall's terms: whether a peer is one of us (this build, our
+//! user: `PeerCheck`), and which enrolled client program launched a relay (its agent).
 //!
-//! Owns: the identity of an executable file (device, inode, size, mtime, ctime; a SHA-256 taken
-//! at enrolment), reading it from a path (`agent add`) and from a running process's image
-//! (`/proc/<pid>/exe`, stat of the magic link, never readlink-then-stat), finding a relay's
-//! parent (`PPid:` of `/proc/<pid>/status`, never `/proc/<pid>/stat`, whose comm field the
-//! process chooses), and matching an identity against the enrolments.
-//! Must never: take anything a relay or client sends as the agent, refuse a connection because
-//! the agent could not be derived (that session is unenrolled), or match a zero device and inode.
+//! Owns: enrolments (an executable file's identity, `os::process::FileIdentity`, and a SHA-256
+//! taken at enrolment: `agent add`), judging a peer or a lock holder from the kernel's facts
+//! (`os::peer`, `os::process`) with the wording that explains a refusal, finding a relay's
+//! parent's image (through `/proc/<pid>` handles, `PPid:` of its status, never
+//! `/proc/<pid>/stat`, whose comm field the process chooses), and matching an identity against
+//! the enrolments. Must never: compare executables by path (a path can be swapped; the image's
+//! device and inode cannot), take anything a relay or client sends as the agent, refuse a
+//! connection because the agent could not be derived (that session is unenrolled), or match a
+//! zero device and inode.
 
 use std::io::Read as _;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::MetadataExt as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use nix::fcntl::{AtFlags, OFlag, open, openat};
-use nix::sys::stat::{FileStat, Mode, fstatat};
+use nix::fcntl::OFlag;
 use sha2::{Digest as _, Sha256};
 
 use crate::limits;
-
-/// What identifies an executable file for as long as nobody changes it. `(dev, ino)` names the
-/// file; size and mtime change when it is rewritten; ctime changes on any change to the file or
-/// its inode (a write, chmod, a new link) and cannot be set by a user, so a new file that reuses
-/// a deleted file's inode is noticed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Identity {
-    pub dev: u64,
-    pub ino: u64,
-    pub size: u64,
-    pub mtime_ns: i64,
-    pub ctime_ns: i64,
-}
-
-/// Nanoseconds since the epoch, or None past the year 2262.
-fn ns(secs: i64, nsec: i64) -> Option<i64> {
-    secs.checked_mul(1_000_000_000)?.checked_add(nsec)
-}
-
-impl Identity {
-    fn from_metadata(m: &std::fs::Metadata) -> Option<Identity> {
-        Some(Identity {
-            dev: m.dev(),
-            ino: m.ino(),
-            size: m.size(),
-            mtime_ns: ns(m.mtime(), m.mtime_nsec())?,
-            ctime_ns: ns(m.ctime(), m.ctime_nsec())?,
-        })
-    }
-
-    fn from_stat(st: &FileStat) -> Option<Identity> {
-        Some(Identity {
-            dev: st.st_dev,
-            ino: st.st_ino,
-            size: u64::try_from(st.st_size).ok()?,
-            mtime_ns: ns(st.st_mtime, st.st_mtime_nsec)?,
-            ctime_ns: ns(st.st_ctime, st.st_ctime_nsec)?,
-        })
-    }
-
-    /// A zero device and inode is what a failed or faked stat looks like; it names no file.
-    pub fn names_a_file(&self) -> bool {
-        !(self.dev == 0 && self.ino == 0)
-    }
-
-    /// Which parts differ from `enrolled`, in words ("" when none do).
-    pub fn differences(&self, enrolled: &Identity) -> Vec<&'static str> {
-        let mut out = Vec::new();
-        if (self.dev, self.ino) != (enrolled.dev, enrolled.ino) {
-            out.push("another file (device and inode differ)");
-        }
-        if self.size != enrolled.size {
-            out.push("size changed");
-        }
-        if self.mtime_ns != enrolled.mtime_ns {
-            out.push("modified (mtime changed)");
-        }
-        if self.ctime_ns != enrolled.ctime_ns {
-            out.push("changed (ctime changed)");
-        }
-        out
-    }
-}
+use crate::os::peer;
+use crate::os::process::{self, FileIdentity, ProcDir, is_namespace_init, parse_ppid};
 
 /// One enrolment: a name and the identity of the file it was given for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Enrolment {
     pub name: String,
     pub path: String,
-    pub identity: Identity,
+    pub identity: FileIdentity,
     pub sha256: String,
     pub enrolled_at: String,
 }
 
 /// Why an executable cannot be enrolled.
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
-pub enum AgentError {
+pub(crate) enum AgentError {
     #[error("{path} is not an absolute path")]
     #[diagnostic(
         code(holdcall::agents::relative),
@@ -149,7 +90,7 @@ pub enum AgentError {
 /// Reads the identity and the SHA-256 of the file at `path` (following symlinks): the file is
 /// opened once, its identity read from the open file before and after hashing, and a file that
 /// changed in between is refused.
-pub fn enrol_file(path: &str) -> Result<(Identity, String), AgentError> {
+pub(crate) fn enrol_file(path: &str) -> Result<(FileIdentity, String), AgentError> {
     if path.len() > limits::AGENT_PATH_BYTES_MAX {
         return Err(AgentError::PathTooLong {
             len: path.len(),
@@ -186,7 +127,7 @@ pub fn enrol_file(path: &str) -> Result<(Identity, String), AgentError> {
         });
     }
     let changed = || AgentError::ChangedWhileRead { path: path.into() };
-    let identity = Identity::from_metadata(&before).ok_or_else(changed)?;
+    let identity = FileIdentity::from_metadata(&before).ok_or_else(changed)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 256 * 1024];
     let mut total: u64 = 0;
@@ -214,21 +155,15 @@ pub fn enrol_file(path: &str) -> Result<(Identity, String), AgentError> {
         hasher.update(buf.get(..n).unwrap_or_default());
     }
     let after = file.metadata().map_err(unreadable)?;
-    if Identity::from_metadata(&after) != Some(identity) || total != identity.size {
+    if FileIdentity::from_metadata(&after) != Some(identity) || total != identity.size {
         return Err(changed());
     }
     Ok((identity, crate::ids::hex(&hasher.finalize())))
 }
 
-/// The identity of the file at `path` now (following symlinks), for `agent list`.
-pub fn identity_of_path(path: &str) -> std::io::Result<Identity> {
-    let m = std::fs::metadata(path)?;
-    Identity::from_metadata(&m).ok_or_else(|| std::io::Error::other("a time past the year 2262"))
-}
-
 /// `current`, or why an enrolment is stale.
-pub fn staleness(e: &Enrolment) -> Result<(), String> {
-    match identity_of_path(&e.path) {
+pub(crate) fn staleness(e: &Enrolment) -> Result<(), String> {
+    match process::identity_of_path(&e.path) {
         Err(err) => Err(format!("the file cannot be read: {err}")),
         Ok(now) => {
             let d = now.differences(&e.identity);
@@ -241,89 +176,6 @@ pub fn staleness(e: &Enrolment) -> Result<(), String> {
     }
 }
 
-/// The parent pid in the text of `/proc/<pid>/status`: exactly one line starting `PPid:`, whose
-/// value is a positive decimal number. Anything else (no such line, two of them, a value with
-/// other characters) is None. The kernel escapes a newline in the process's name, but the rule
-/// holds without relying on that: a forged second `PPid:` line makes the answer None.
-pub fn parse_ppid(status: &str) -> Option<i32> {
-    parse_field(status, "PPid:").filter(|&p| p > 0)
-}
-
-/// The value of the one line starting with `key`, as a non-negative i32.
-fn parse_field(status: &str, key: &str) -> Option<i32> {
-    let mut found = status.split('\n').filter_map(|l| l.strip_prefix(key));
-    let value = found.next()?;
-    if found.next().is_some() {
-        return None;
-    }
-    let digits = value.trim_matches(|c| c == ' ' || c == '\t');
-    if digits.is_empty() || digits.len() > 10 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
-}
-
-/// Whether the `State:` line says the process is a zombie or dead.
-fn is_exited(status: &str) -> bool {
-    status
-        .split('\n')
-        .filter_map(|l| l.strip_prefix("State:"))
-        .any(|s| matches!(s.trim_start().chars().next(), Some('Z' | 'X' | 'x')))
-}
-
-/// A handle on one process: an open `/proc/<pid>` directory. Like a pidfd (the kernel accepts
-/// such a descriptor as one), it keeps naming the process it was opened for: once that process
-/// is gone, reads through it fail instead of reaching a new process that reuses the pid.
-struct ProcDir {
-    pid: i32,
-    fd: OwnedFd,
-}
-
-impl ProcDir {
-    fn open(pid: i32) -> Result<ProcDir, String> {
-        let fd = open(
-            format!("/proc/{pid}").as_str(),
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| format!("cannot open /proc/{pid}: {e}"))?;
-        Ok(ProcDir { pid, fd })
-    }
-
-    fn status(&self) -> Result<String, String> {
-        let fd = openat(
-            self.fd.as_fd(),
-            "status",
-            OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| format!("cannot read /proc/{}/status: {e}", self.pid))?;
-        let mut text = String::new();
-        std::fs::File::from(fd)
-            .take(limits::PROC_STATUS_BYTES_MAX)
-            .read_to_string(&mut text)
-            .map_err(|e| format!("cannot read /proc/{}/status: {e}", self.pid))?;
-        Ok(text)
-    }
-
-    /// Still the process this handle was opened for, and not exited.
-    fn alive(&self) -> Result<(), String> {
-        let status = self.status()?;
-        if parse_field(&status, "Pid:") != Some(self.pid) || is_exited(&status) {
-            return Err(format!("process {} exited", self.pid));
-        }
-        Ok(())
-    }
-
-    /// The identity of the file the process runs: a stat through the magic link `exe`, which
-    /// the kernel resolves to the mapped file itself (never a path that could be swapped).
-    fn image(&self) -> Result<Identity, String> {
-        let st = fstatat(self.fd.as_fd(), "exe", AtFlags::empty())
-            .map_err(|e| format!("cannot stat /proc/{}/exe: {e}", self.pid))?;
-        Identity::from_stat(&st).ok_or_else(|| "an executable with a time past 2262".into())
-    }
-}
-
 /// The identity of the executable that `relay_pid`'s parent runs.
 ///
 /// The relay is pinned first (its `/proc` directory, then the socket's pidfd confirms the relay
@@ -331,10 +183,10 @@ impl ProcDir {
 /// and its image read through the pin; then the relay's parent pid is read again and the parent
 /// checked alive. A parent that exited in between reparents the relay (so its `PPid:` changes),
 /// and a recycled pid fails the pin: either way the answer is an error, never another program.
-pub fn parent_image<F: AsFd>(sock: &F, relay_pid: i32) -> Result<Identity, String> {
+pub(crate) fn parent_image<F: AsFd>(sock: &F, relay_pid: i32) -> Result<FileIdentity, String> {
     let relay = ProcDir::open(relay_pid)?;
-    if let Ok(pidfd) = nix::sys::socket::getsockopt(sock, nix::sys::socket::sockopt::PeerPidfd)
-        && crate::os::peer::pid_of_pidfd(&pidfd) != Some(relay_pid)
+    if let Some(pidfd) = peer::pidfd(sock)
+        && process::pid_of_pidfd(&pidfd) != Some(relay_pid)
     {
         return Err("the relay exited before its parent was read".into());
     }
@@ -361,34 +213,148 @@ pub fn parent_image<F: AsFd>(sock: &F, relay_pid: i32) -> Result<Identity, Strin
     Ok(image)
 }
 
-/// Whether a process is pid 1 of its own pid namespace (the last `NSpid:` value is 1): like
-/// init, it adopts orphans, so being the parent says nothing about who started the child.
-fn is_namespace_init(status: &str) -> bool {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("NSpid:"))
-        .and_then(|v| v.split_whitespace().last())
-        .is_some_and(|last| last == "1")
-}
-
 /// The enrolment whose identity is exactly `image`, if any. A zero device and inode never
 /// matches. `(dev, ino)` is unique among enrolments, so at most one can match.
-pub fn matching<'a>(image: &Identity, enrolled: &'a [Enrolment]) -> Option<&'a Enrolment> {
+pub(crate) fn matching<'a>(
+    image: &FileIdentity,
+    enrolled: &'a [Enrolment],
+) -> Option<&'a Enrolment> {
     if !image.names_a_file() {
         return None;
     }
     enrolled.iter().find(|e| e.identity == *image)
 }
 
-/// The agent of a relay connection: the enrolment matching its parent's executable, or None
-/// (unenrolled) when there is none or anything could not be read.
-pub fn derive<F: AsFd>(sock: &F, relay_pid: i32, enrolled: &[Enrolment]) -> Option<String> {
-    match parent_image(sock, relay_pid) {
-        Ok(image) => matching(&image, enrolled).map(|e| e.name.clone()),
-        Err(why) => {
-            tracing::info!("relay pid {relay_pid}: no agent derived ({why}); unenrolled");
-            None
+/// Whether the process on the other end of a socket (or holding a lock) is one of us: this
+/// Holdcall build, run by our user. Holdcall's judgement of the kernel's facts (`os::peer`,
+/// `os::process`); not a call decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PeerCheck {
+    /// Same effective uid, same executable image as this process.
+    Same { pid: i32 },
+    /// Another user's process.
+    WrongUser { pid: i32, uid: u32, me: u32 },
+    /// Our user, but another program — or an older build that was replaced at the same path.
+    OtherProgram {
+        pid: i32,
+        exe: Option<PathBuf>,
+        older_build: bool,
+    },
+    /// The kernel could not tell (a syscall failed, or the process already exited).
+    Unknown { reason: String },
+}
+
+impl PeerCheck {
+    /// One sentence for a log or an error, saying who the peer is and why it is refused.
+    pub(crate) fn describe(&self, what: &str) -> String {
+        match self {
+            PeerCheck::Same { pid } => format!("{what} is this Holdcall build (pid {pid})"),
+            PeerCheck::WrongUser { pid, uid, me } => format!(
+                "{what} runs as another user (pid {pid}, uid {uid}; this process runs as uid {me})"
+            ),
+            PeerCheck::OtherProgram {
+                pid,
+                older_build: true,
+                ..
+            } => format!(
+                "{what} is an older build of Holdcall at the same path (pid {pid}); run `holdcall daemon restart`"
+            ),
+            PeerCheck::OtherProgram { pid, exe, .. } => format!(
+                "{what} is not this Holdcall build (pid {pid} runs {})",
+                exe.as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|| "an executable that cannot be read".to_string())
+            ),
+            PeerCheck::Unknown { reason } => {
+                format!("the identity of {what} could not be established: {reason}")
+            }
         }
+    }
+}
+
+/// Judges the peer of a connected Unix socket: our effective uid, and this executable image.
+///
+/// The pid is pinned with SO_PEERPIDFD where the kernel has it (Linux 6.5+): the image is read
+/// through `/proc/<pid>/exe` and the pidfd is consulted again afterwards, so a pid that was
+/// recycled in between is noticed. Older kernels fall back to the pid from SO_PEERCRED.
+pub(crate) fn check_peer<F: AsFd>(sock: &F) -> PeerCheck {
+    let cred = match peer::credentials(sock) {
+        Ok(c) => c,
+        Err(e) => {
+            return PeerCheck::Unknown {
+                reason: e.to_string(),
+            };
+        }
+    };
+    let me = process::euid();
+    if cred.uid != me {
+        return PeerCheck::WrongUser {
+            pid: cred.pid,
+            uid: cred.uid,
+            me,
+        };
+    }
+    check_image(cred.pid, cred.pidfd.as_ref())
+}
+
+/// Judges a process known only by its pid (the holder of a home's daemon lock, as the kernel
+/// names it) by the same rules as a peer: our effective uid, and this executable image.
+pub(crate) fn check_pid(pid: i32) -> PeerCheck {
+    let uid = match process::effective_uid(pid) {
+        Ok(uid) => uid,
+        Err(e) => {
+            return PeerCheck::Unknown {
+                reason: e.to_string(),
+            };
+        }
+    };
+    let me = process::euid();
+    if uid != me {
+        return PeerCheck::WrongUser { pid, uid, me };
+    }
+    check_image(pid, None)
+}
+
+/// The image half of a check: whether `pid` runs this very executable. With `pidfd`, a pid
+/// recycled while it was read is noticed.
+fn check_image(pid: i32, pidfd: Option<&OwnedFd>) -> PeerCheck {
+    let theirs = match process::image_of(pid) {
+        Ok(i) => i,
+        Err(e) => {
+            return PeerCheck::Unknown {
+                reason: e.to_string(),
+            };
+        }
+    };
+    if let Some(fd) = pidfd
+        && process::pid_of_pidfd(fd) != Some(pid)
+    {
+        return PeerCheck::Unknown {
+            reason: "the peer process exited while it was being checked".to_string(),
+        };
+    }
+    let ours = match process::self_image() {
+        Ok(i) => i,
+        Err(e) => {
+            return PeerCheck::Unknown {
+                reason: format!("cannot read this process's own executable: {e}"),
+            };
+        }
+    };
+    if theirs == ours {
+        return PeerCheck::Same { pid };
+    }
+    // The launch path never admits a peer; it chooses the wording, and lets `daemon
+    // stop|restart` signal an older daemon of ours (same user, same path).
+    let exe = process::exe_path(pid);
+    let older_build = exe
+        .as_ref()
+        .map(|p| process::same_launch_path(p))
+        .unwrap_or(false);
+    PeerCheck::OtherProgram {
+        pid,
+        exe,
+        older_build,
     }
 }
 
@@ -397,88 +363,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_namespace_init_is_recognised_as_an_adopter_and_an_ordinary_process_is_not() {
-        assert!(is_namespace_init("Name:\tinit\nNSpid:\t4242\t1\n"));
-        assert!(is_namespace_init("NSpid:\t1\n"));
-        assert!(!is_namespace_init("NSpid:\t4242\t17\n"));
-        assert!(!is_namespace_init("NSpid:\t11\n"));
-        assert!(!is_namespace_init("Name:\tno nspid line\n"));
-        let own = std::fs::read_to_string("/proc/self/status").unwrap();
-        assert!(!is_namespace_init(&own));
-    }
-
-    #[test]
-    fn the_ppid_line_is_read_from_a_real_status() {
-        let text = std::fs::read_to_string("/proc/self/status").unwrap();
-        assert_eq!(parse_ppid(&text), Some(nix::unistd::getppid().as_raw()));
-        assert_eq!(parse_field(&text, "Pid:"), Some(std::process::id() as i32));
-    }
-
-    #[test]
-    fn a_forged_ppid_line_in_the_name_makes_the_parent_unknown() {
-        // A name with a raw newline (the kernel escapes it, but the parser must not rely on it).
-        let forged =
-            "Name:\tevil\nPPid:\t1\nUmask:\t0022\nState:\tS (sleeping)\nPid:\t50\nPPid:\t42\n";
-        assert_eq!(parse_ppid(forged), None);
-    }
-
-    #[test]
-    fn hostile_ppid_values_are_refused() {
-        for bad in [
-            "PPid:\t\n",
-            "PPid:\t-1\n",
-            "PPid:\t0\n",
-            "PPid:\t+5\n",
-            "PPid:\t5 6\n",
-            "PPid:\t0x10\n",
-            "PPid:\t99999999999\n",
-            "PPid:\t١٢\n",
-            "PPid:\t12\u{0}\n",
-            "Name:\tPPid:\t7\n",
-            "ppid:\t7\n",
-            " PPid:\t7\n",
-            "",
-        ] {
-            assert_eq!(parse_ppid(bad), None, "{bad:?}");
-        }
-        assert_eq!(parse_ppid("Name:\tx\nPPid:\t  77 \t\nPid:\t8\n"), Some(77));
-        assert_eq!(parse_ppid("PPid:\t2147483647\n"), Some(i32::MAX));
-        assert_eq!(parse_ppid("PPid:\t2147483648\n"), None);
-    }
-
-    #[test]
-    fn the_exited_states_are_recognised() {
-        assert!(is_exited("State:\tZ (zombie)\n"));
-        assert!(is_exited("State:\tX (dead)\n"));
-        assert!(!is_exited("State:\tS (sleeping)\n"));
-    }
-
-    #[test]
-    fn a_handle_on_a_process_stops_working_once_it_is_gone() {
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .unwrap();
-        let dir = ProcDir::open(child.id() as i32).unwrap();
-        assert!(dir.alive().is_ok());
-        assert!(dir.image().is_ok());
-        child.kill().unwrap();
-        child.wait().unwrap();
-        assert!(dir.alive().is_err());
-        assert!(dir.image().is_err());
-    }
-
-    #[test]
-    fn the_image_read_through_proc_is_the_file_on_disk() {
-        let dir = ProcDir::open(std::process::id() as i32).unwrap();
-        let exe = std::env::current_exe().unwrap();
-        let on_disk = identity_of_path(exe.to_str().unwrap()).unwrap();
-        assert_eq!(dir.image().unwrap(), on_disk);
-    }
-
-    #[test]
     fn a_zero_identity_never_matches() {
-        let zero = Identity {
+        let zero = FileIdentity {
             dev: 0,
             ino: 0,
             size: 0,
@@ -531,5 +417,29 @@ mod tests {
             enrol_file("/nonexistent/x"),
             Err(AgentError::Unreadable { .. })
         ));
+    }
+
+    #[test]
+    fn a_socket_pair_inside_one_process_is_judged_the_same() {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let v = check_peer(&a);
+        assert!(matches!(v, PeerCheck::Same { .. }), "{v:?}");
+    }
+
+    #[test]
+    fn this_process_judged_by_its_pid_is_the_same() {
+        let v = check_pid(std::process::id() as i32);
+        assert!(matches!(v, PeerCheck::Same { .. }), "{v:?}");
+    }
+
+    #[test]
+    fn an_older_build_is_named_as_such() {
+        let v = PeerCheck::OtherProgram {
+            pid: 7,
+            exe: None,
+            older_build: true,
+        };
+        assert!(v.describe("the daemon").contains("older build"));
+        assert!(!matches!(v, PeerCheck::Same { .. }));
     }
 }

@@ -224,7 +224,7 @@ pub fn daemon(ctx: &Ctx) -> Vec<Check> {
             Probe::Other(v) => {
                 let older = matches!(
                     v,
-                    crate::os::peer::Verdict::OtherProgram {
+                    crate::agents::PeerCheck::OtherProgram {
                         older_build: true,
                         ..
                     }
@@ -357,12 +357,12 @@ fn stray_sockets(home: &Home) -> Vec<Check> {
         }
         match std::os::unix::net::UnixStream::connect(&path) {
             Ok(stream) => {
-                let v = crate::os::peer::judge(&stream);
+                let v = crate::agents::check_peer(&stream);
                 let pid = match &v {
-                    crate::os::peer::Verdict::Same { pid }
-                    | crate::os::peer::Verdict::WrongUser { pid, .. }
-                    | crate::os::peer::Verdict::OtherProgram { pid, .. } => Some(*pid),
-                    crate::os::peer::Verdict::Unknown { .. } => None,
+                    crate::agents::PeerCheck::Same { pid }
+                    | crate::agents::PeerCheck::WrongUser { pid, .. }
+                    | crate::agents::PeerCheck::OtherProgram { pid, .. } => Some(*pid),
+                    crate::agents::PeerCheck::Unknown { .. } => None,
                 };
                 let who = match pid {
                     Some(pid) => format!("pid {pid}"),
@@ -475,11 +475,11 @@ fn second_daemons(home: &Home) -> Vec<Check> {
         if !args.windows(2).any(|w| w == [&b"daemon"[..], &b"run"[..]]) {
             continue;
         }
-        let v = crate::os::peer::judge_pid(pid);
+        let v = crate::agents::check_pid(pid);
         let this_binary = matches!(
             v,
-            crate::os::peer::Verdict::Same { .. }
-                | crate::os::peer::Verdict::OtherProgram {
+            crate::agents::PeerCheck::Same { .. }
+                | crate::agents::PeerCheck::OtherProgram {
                     older_build: true,
                     ..
                 }

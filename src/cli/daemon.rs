@@ -116,8 +116,8 @@ pub(super) async fn daemon_line(home: &Home) -> DaemonLine {
                 }
                 line(text, 3)
             }
-            Some(pid) => match crate::os::peer::judge_pid(pid) {
-                crate::os::peer::Verdict::Same { .. } => line(
+            Some(pid) => match crate::agents::check_pid(pid) {
+                crate::agents::PeerCheck::Same { .. } => line(
                     format!(
                         "daemon   running (pid {pid}) but not answering on {}",
                         socket.display()
@@ -138,7 +138,7 @@ pub(super) async fn daemon_line(home: &Home) -> DaemonLine {
         Probe::Other(v) => {
             let older = matches!(
                 v,
-                crate::os::peer::Verdict::OtherProgram {
+                crate::agents::PeerCheck::OtherProgram {
                     older_build: true,
                     ..
                 }
@@ -215,10 +215,10 @@ pub(super) async fn daemon_line(home: &Home) -> DaemonLine {
 /// Sends SIGTERM to the holder of the home's daemon lock, after checking that it is this
 /// Holdcall (or an older build at the same path) running as us: a pid is only a number.
 pub(super) fn signal_lock_holder(home: &Home, pid: i32) -> Result<(), CliError> {
-    use crate::os::peer::Verdict;
-    match crate::os::peer::judge_pid(pid) {
-        Verdict::Same { .. }
-        | Verdict::OtherProgram {
+    use crate::agents::PeerCheck;
+    match crate::agents::check_pid(pid) {
+        PeerCheck::Same { .. }
+        | PeerCheck::OtherProgram {
             older_build: true, ..
         } if pid > 0 => {}
         v => {
@@ -281,7 +281,7 @@ pub(super) async fn stop_daemon(home: &Home) -> Result<i32, CliError> {
                 },
             }
         }
-        Probe::Other(crate::os::peer::Verdict::OtherProgram {
+        Probe::Other(crate::agents::PeerCheck::OtherProgram {
             pid,
             older_build: true,
             ..

@@ -528,12 +528,12 @@ async fn serve_conn(state: Arc<State>, stream: UnixStream, conn: u64) {
     let checked = tokio::time::timeout(
         limits::PEER_CHECK_TIMEOUT,
         tokio::task::spawn_blocking(move || {
-            let verdict = peer::judge(&fd);
+            let verdict = agents::check_peer(&fd);
             // Who is calling is the kernel's word: the executable of the relay's parent, read
             // now and matched against the enrolments in force when its session starts. Nothing
             // a relay or client sends can name it; a failure is unenrolled.
             let image = match verdict {
-                peer::Verdict::Same { pid } => match agents::parent_image(&fd, pid) {
+                agents::PeerCheck::Same { pid } => match agents::parent_image(&fd, pid) {
                     Ok(image) => Some(image),
                     Err(why) => {
                         tracing::info!("relay pid {pid}: no agent derived ({why}); unenrolled");
@@ -556,7 +556,7 @@ async fn serve_conn(state: Arc<State>, stream: UnixStream, conn: u64) {
             return;
         }
     };
-    let peer::Verdict::Same { pid } = verdict else {
+    let agents::PeerCheck::Same { pid } = verdict else {
         // Nothing is read from, or written to, a peer that is not this build running as us.
         tracing::warn!("refused a connection: {}", verdict.describe("the peer"));
         return;
@@ -691,7 +691,7 @@ async fn handle(
     state: &Arc<State>,
     conn: &ConnCtx,
     owned: &mut HashSet<String>,
-    image: Option<&agents::Identity>,
+    image: Option<&crate::os::process::FileIdentity>,
     req: Request,
 ) -> Next {
     let changes_what_is_in_force = matches!(
@@ -1539,7 +1539,7 @@ async fn session_start(
     session_id: String,
     (connector, connector_from): (String, Option<String>),
     client: Option<String>,
-    image: Option<&agents::Identity>,
+    image: Option<&crate::os::process::FileIdentity>,
 ) -> Next {
     if !valid_session_id(&session_id) {
         return violation("a session id is 32 hexadecimal characters");
@@ -2653,11 +2653,11 @@ fn with_help(e: &(dyn miette::Diagnostic + Send + Sync)) -> String {
 /// The `agent.change` entry's `detail`: the enrolment as JSON, and the one it replaced.
 fn agent_detail(
     path: &str,
-    id: &agents::Identity,
+    id: &crate::os::process::FileIdentity,
     sha256: &str,
     was: Option<&Enrolment>,
 ) -> String {
-    let one = |path: &str, id: &agents::Identity, sha256: &str| {
+    let one = |path: &str, id: &crate::os::process::FileIdentity, sha256: &str| {
         serde_json::json!({
             "path": path,
             "dev": id.dev,

@@ -582,7 +582,7 @@ fn request_line(req: &Request) -> Result<Vec<u8>, WireError> {
 pub enum Probe {
     NotRunning,
     Ours(Conn),
-    Other(peer::Verdict),
+    Other(crate::agents::PeerCheck),
     /// This Holdcall build, running as us, but it does not serve this home (or would not say
     /// which it serves): nothing it decides may be taken as this home's word.
     OtherHome {
@@ -602,8 +602,8 @@ pub async fn probe(home: &Home) -> Probe {
     let Ok(stream) = peer::connect_passing_credentials(&home.socket_path()) else {
         return Probe::NotRunning;
     };
-    let verdict = peer::judge(&stream);
-    let peer::Verdict::Same { pid } = verdict else {
+    let verdict = crate::agents::check_peer(&stream);
+    let crate::agents::PeerCheck::Same { pid } = verdict else {
         return Probe::Other(verdict);
     };
     let (r, w) = stream.into_split();

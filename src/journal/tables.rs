@@ -61,7 +61,7 @@ pub(crate) enum AgentChange {
     Put {
         name: String,
         path: String,
-        identity: crate::agents::Identity,
+        identity: crate::os::process::FileIdentity,
         sha256: String,
     },
     Remove {
@@ -152,7 +152,7 @@ fn agent_from_row(row: &Row<'_>) -> rusqlite::Result<crate::agents::Enrolment> {
     Ok(crate::agents::Enrolment {
         name: row.get(0)?,
         path: row.get(1)?,
-        identity: crate::agents::Identity {
+        identity: crate::os::process::FileIdentity {
             dev: u64_from_sql(row.get(2)?),
             ino: u64_from_sql(row.get(3)?),
             size: u64_from_sql(row.get(4)?),

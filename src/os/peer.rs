@@ -1,229 +1,90 @@
-//! Who is on the other end of a Unix socket: same user, and the same Holdcall executable image.
+//! Who is on the other end of a Unix socket, by the kernel's word: the peer's pid (pinned by a
+//! pidfd where the kernel has SO_PEERPIDFD) and uid, the writer of every byte read (credential
+//! passing), and the sockets that pass credentials from their first byte.
 //!
-//! Owns: the kernel's word on a peer (SO_PEERCRED, SO_PEERPIDFD, `/proc/<pid>/exe`) and the
-//! wording that explains a refusal. Must never: trust anything the peer says about itself, or
-//! compare executables by path (a path can be swapped; the image's device and inode cannot).
+//! Owns: SO_PEERCRED, SO_PEERPIDFD, SO_PASSCRED and SCM_CREDENTIALS, and putting a listening
+//! socket in place whole. Must never: trust anything the peer says about itself, or judge the
+//! peer (whether it is one of ours is the caller's policy: `agents::check_peer`).
+//!
+//! Linux only: elsewhere every call here is an `Unsupported` error (`os::unsupported`).
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
+#[cfg(target_os = "linux")]
 use nix::sys::socket::{getsockopt, sockopt};
 
-/// An executable image: the device and inode of the file a process runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Image {
-    pub dev: u64,
-    pub ino: u64,
+/// The kernel's account of the process on the other end of a connected Unix socket.
+#[derive(Debug)]
+pub(crate) struct PeerCredentials {
+    /// The peer's pid: the pidfd's where the kernel has one, else SO_PEERCRED's.
+    pub(crate) pid: i32,
+    /// Its effective uid.
+    pub(crate) uid: u32,
+    /// A pidfd pinned to the peer (Linux 6.5+), to notice a pid recycled while it is read.
+    pub(crate) pidfd: Option<OwnedFd>,
 }
 
-/// The kernel's account of a peer, and whether it is one of us.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    /// Same effective uid, same executable image as this process.
-    Same { pid: i32 },
-    /// Another user's process.
-    WrongUser { pid: i32, uid: u32, me: u32 },
-    /// Our user, but another program — or an older build that was replaced at the same path.
-    OtherProgram {
-        pid: i32,
-        exe: Option<PathBuf>,
-        older_build: bool,
-    },
-    /// The kernel could not tell (a syscall failed, or the process already exited).
-    Unknown { reason: String },
-}
-
-impl Verdict {
-    pub fn is_same(&self) -> bool {
-        matches!(self, Verdict::Same { .. })
-    }
-
-    /// One sentence for a log or an error, saying who the peer is and why it is refused.
-    pub fn describe(&self, what: &str) -> String {
-        match self {
-            Verdict::Same { pid } => format!("{what} is this Holdcall build (pid {pid})"),
-            Verdict::WrongUser { pid, uid, me } => format!(
-                "{what} runs as another user (pid {pid}, uid {uid}; this process runs as uid {me})"
-            ),
-            Verdict::OtherProgram {
-                pid,
-                older_build: true,
-                ..
-            } => format!(
-                "{what} is an older build of Holdcall at the same path (pid {pid}); run `holdcall daemon restart`"
-            ),
-            Verdict::OtherProgram { pid, exe, .. } => format!(
-                "{what} is not this Holdcall build (pid {pid} runs {})",
-                exe.as_ref()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_else(|| "an executable that cannot be read".to_string())
-            ),
-            Verdict::Unknown { reason } => {
-                format!("the identity of {what} could not be established: {reason}")
-            }
-        }
-    }
-}
-
-/// The image this process runs.
-pub fn self_image() -> std::io::Result<Image> {
-    image_of_path("/proc/self/exe")
-}
-
-fn image_of_path(path: &str) -> std::io::Result<Image> {
-    // `metadata` follows the magic link to the file the kernel mapped, not to whatever now sits
-    // at the path that was executed.
-    let m = std::fs::metadata(path)?;
-    Ok(Image {
-        dev: m.dev(),
-        ino: m.ino(),
+/// The credentials of the peer of `sock`.
+///
+/// The pid is pinned with SO_PEERPIDFD where the kernel has it (Linux 6.5+); older kernels fall
+/// back to the pid from SO_PEERCRED. An error says why in one sentence: SO_PEERCRED failed, or
+/// the peer already exited.
+#[cfg(target_os = "linux")]
+pub(crate) fn credentials<F: AsFd>(sock: &F) -> std::io::Result<PeerCredentials> {
+    let cred = getsockopt(sock, sockopt::PeerCredentials)
+        .map_err(|e| std::io::Error::other(format!("SO_PEERCRED failed: {e}")))?;
+    let pidfd = pidfd(sock);
+    let pid = match &pidfd {
+        Some(fd) => crate::os::process::pid_of_pidfd(fd).ok_or_else(|| {
+            std::io::Error::other("the peer process has already exited".to_string())
+        })?,
+        None => cred.pid(),
+    };
+    Ok(PeerCredentials {
+        pid,
+        uid: cred.uid(),
+        pidfd,
     })
 }
 
-/// The pid a pidfd refers to, or None once that process has exited (the kernel then reports -1).
-pub(crate) fn pid_of_pidfd(fd: &OwnedFd) -> Option<i32> {
-    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).ok()?;
-    let pid: i32 = info
-        .lines()
-        .find_map(|l| l.strip_prefix("Pid:"))?
-        .trim()
-        .parse()
-        .ok()?;
-    (pid > 0).then_some(pid)
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn credentials<F: AsFd>(_sock: &F) -> std::io::Result<PeerCredentials> {
+    Err(crate::os::unsupported(
+        "reading a socket peer's credentials",
+    ))
 }
 
-/// Judges the peer of a connected Unix socket.
-///
-/// The pid is pinned with SO_PEERPIDFD where the kernel has it (Linux 6.5+): the image is read
-/// through `/proc/<pid>/exe` and the pidfd is consulted again afterwards, so a pid that was
-/// recycled in between is noticed. Older kernels fall back to the pid from SO_PEERCRED.
-pub fn judge<F: AsFd>(sock: &F) -> Verdict {
-    let cred = match getsockopt(sock, sockopt::PeerCredentials) {
-        Ok(c) => c,
-        Err(e) => {
-            return Verdict::Unknown {
-                reason: format!("SO_PEERCRED failed: {e}"),
-            };
-        }
-    };
-    let me = nix::unistd::geteuid().as_raw();
-    let pidfd = getsockopt(sock, sockopt::PeerPidfd).ok();
-    let pid = match &pidfd {
-        Some(fd) => match pid_of_pidfd(fd) {
-            Some(p) => p,
-            None => {
-                return Verdict::Unknown {
-                    reason: "the peer process has already exited".to_string(),
-                };
-            }
-        },
-        None => cred.pid(),
-    };
-    if cred.uid() != me {
-        return Verdict::WrongUser {
-            pid,
-            uid: cred.uid(),
-            me,
-        };
-    }
-    judge_image(pid, pidfd.as_ref())
+/// A pidfd pinned to the peer of `sock`, where the kernel has SO_PEERPIDFD (Linux 6.5+).
+#[cfg(target_os = "linux")]
+pub(crate) fn pidfd<F: AsFd>(sock: &F) -> Option<OwnedFd> {
+    getsockopt(sock, sockopt::PeerPidfd).ok()
 }
 
-/// Judges a process known only by its pid (the holder of a home's daemon lock, as the kernel
-/// names it) by the same rules as a peer: our effective uid, and this executable image.
-pub fn judge_pid(pid: i32) -> Verdict {
-    let status = match std::fs::read_to_string(format!("/proc/{pid}/status")) {
-        Ok(s) => s,
-        Err(e) => {
-            return Verdict::Unknown {
-                reason: format!("cannot read /proc/{pid}/status: {e}"),
-            };
-        }
-    };
-    // `Uid:` lists the real, effective, saved and file-system uids; a peer's SO_PEERCRED uid
-    // is the effective one.
-    let euid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|u| u.split_whitespace().nth(1))
-        .and_then(|u| u.parse::<u32>().ok());
-    let Some(uid) = euid else {
-        return Verdict::Unknown {
-            reason: format!("/proc/{pid}/status names no uid"),
-        };
-    };
-    let me = nix::unistd::geteuid().as_raw();
-    if uid != me {
-        return Verdict::WrongUser { pid, uid, me };
-    }
-    judge_image(pid, None)
-}
-
-/// The image half of a verdict: whether `pid` runs this very executable. With `pidfd`, a pid
-/// recycled while it was read is noticed.
-fn judge_image(pid: i32, pidfd: Option<&OwnedFd>) -> Verdict {
-    let theirs = match image_of_path(&format!("/proc/{pid}/exe")) {
-        Ok(i) => i,
-        Err(e) => {
-            return Verdict::Unknown {
-                reason: format!("cannot read /proc/{pid}/exe: {e}"),
-            };
-        }
-    };
-    if let Some(fd) = pidfd
-        && pid_of_pidfd(fd) != Some(pid)
-    {
-        return Verdict::Unknown {
-            reason: "the peer process exited while it was being checked".to_string(),
-        };
-    }
-    let ours = match self_image() {
-        Ok(i) => i,
-        Err(e) => {
-            return Verdict::Unknown {
-                reason: format!("cannot read this process's own executable: {e}"),
-            };
-        }
-    };
-    if theirs == ours {
-        return Verdict::Same { pid };
-    }
-    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
-    let older_build = exe.as_ref().map(|p| same_launch_path(p)).unwrap_or(false);
-    Verdict::OtherProgram {
-        pid,
-        exe,
-        older_build,
-    }
-}
-
-/// True when `their_exe` names the path this binary runs from (the kernel appends " (deleted)"
-/// to a file replaced since it was executed). It never admits a peer; it chooses the wording,
-/// and lets `daemon stop|restart` signal an older daemon of ours (same user, same path).
-fn same_launch_path(their_exe: &std::path::Path) -> bool {
-    let theirs = their_exe.to_string_lossy();
-    let theirs = theirs.strip_suffix(" (deleted)").unwrap_or(&theirs);
-    let Ok(ours) = std::env::current_exe() else {
-        return false;
-    };
-    let ours = ours.to_string_lossy();
-    let ours = ours.strip_suffix(" (deleted)").unwrap_or(&ours);
-    theirs == ours
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn pidfd<F: AsFd>(_sock: &F) -> Option<OwnedFd> {
+    None
 }
 
 /// Asks the kernel to attach the sender's credentials to every message on `sock` (and, on a
 /// listener, on every connection it accepts). Both ends set it before sending a byte, so every
 /// byte either end receives carries the pid of the process that wrote it.
-pub fn pass_credentials<F: AsFd>(sock: &F) -> std::io::Result<()> {
+#[cfg(target_os = "linux")]
+pub(crate) fn pass_credentials<F: AsFd>(sock: &F) -> std::io::Result<()> {
     nix::sys::socket::setsockopt(sock, sockopt::PassCred, &true).map_err(std::io::Error::from)
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn pass_credentials<F: AsFd>(_sock: &F) -> std::io::Result<()> {
+    Err(crate::os::unsupported("passing credentials on a socket"))
 }
 
 /// Reads lines from a verified peer, checking that every byte was written by the process that
 /// was verified. A socket can be shared: a process that connects (or listens) and then runs
-/// Holdcall in its place passes the check at accept, but the kernel still names whoever writes
-/// each message. Bytes from any other process close the connection.
-pub struct CheckedReader {
+/// the verified program in its place passes the check at accept, but the kernel still names
+/// whoever writes each message. Bytes from any other process close the connection.
+pub(crate) struct CheckedReader {
     stream: tokio::net::unix::OwnedReadHalf,
     buf: Vec<u8>,
     /// One read's worth of bytes, reused: a decision's round trip reads a short line, and
@@ -236,7 +97,7 @@ pub struct CheckedReader {
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
 impl CheckedReader {
-    pub fn new(stream: tokio::net::unix::OwnedReadHalf, pid: i32) -> CheckedReader {
+    pub(crate) fn new(stream: tokio::net::unix::OwnedReadHalf, pid: i32) -> CheckedReader {
         CheckedReader {
             stream,
             buf: Vec::new(),
@@ -247,7 +108,7 @@ impl CheckedReader {
 
     /// One line of at most `max` bytes (newline included). A longer line, or bytes from
     /// another process, is an error: the caller closes the connection.
-    pub async fn read_line(&mut self, max: usize) -> std::io::Result<Option<Vec<u8>>> {
+    pub(crate) async fn read_line(&mut self, max: usize) -> std::io::Result<Option<Vec<u8>>> {
         loop {
             if let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
                 if i >= max {
@@ -289,6 +150,7 @@ impl CheckedReader {
 
     /// One `recvmsg`: the bytes, and the pid the kernel says wrote them. The kernel never
     /// returns bytes from two writers in one call while credentials are being passed.
+    #[cfg(target_os = "linux")]
     async fn recv(&self, chunk: &mut [u8]) -> std::io::Result<(usize, Option<i32>)> {
         use std::os::fd::AsRawFd;
         let sock: &tokio::net::UnixStream = self.stream.as_ref();
@@ -320,6 +182,13 @@ impl CheckedReader {
             }
         }
     }
+
+    #[cfg(not(target_os = "linux"))]
+    async fn recv(&self, _chunk: &mut [u8]) -> std::io::Result<(usize, Option<i32>)> {
+        Err(crate::os::unsupported(
+            "reading who wrote the bytes on a socket",
+        ))
+    }
 }
 
 fn too_long(max: usize) -> std::io::Error {
@@ -332,14 +201,14 @@ fn too_long(max: usize) -> std::io::Error {
 /// Which file a socket path names: its device and inode (as `lstat` sees it, never following a
 /// symlink), so a socket removed or replaced behind the daemon's back is noticed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SocketFile {
-    pub dev: u64,
-    pub ino: u64,
+pub(crate) struct SocketFile {
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
 }
 
 impl SocketFile {
     /// The file at `path` now, or None when nothing is there (or it cannot be read).
-    pub fn at(path: &std::path::Path) -> Option<SocketFile> {
+    pub(crate) fn at(path: &std::path::Path) -> Option<SocketFile> {
         let m = std::fs::symlink_metadata(path).ok()?;
         Some(SocketFile {
             dev: m.dev(),
@@ -371,7 +240,8 @@ fn temporary_socket_path(path: &std::path::Path) -> PathBuf {
 /// replaces a stale socket (or anything an impostor left there) — the caller holds the home's
 /// daemon lock, so no other daemon of this home can own what it replaces. Returns the listener
 /// (blocking; the caller converts it) and the file it is now at.
-pub fn listen_passing_credentials(
+#[cfg(target_os = "linux")]
+pub(crate) fn listen_passing_credentials(
     path: &std::path::Path,
 ) -> std::io::Result<(std::os::unix::net::UnixListener, SocketFile)> {
     use nix::sys::socket::{AddressFamily, Backlog, SockFlag, SockType, UnixAddr, bind, listen};
@@ -419,7 +289,8 @@ pub fn listen_passing_credentials(
 
 /// Connects to a Unix socket with credential passing on before the connection exists, so the
 /// first byte sent already names its writer.
-pub fn connect_passing_credentials(
+#[cfg(target_os = "linux")]
+pub(crate) fn connect_passing_credentials(
     path: &std::path::Path,
 ) -> std::io::Result<tokio::net::UnixStream> {
     use nix::sys::socket::{AddressFamily, SockFlag, SockType, UnixAddr, connect, socket};
@@ -447,22 +318,25 @@ pub fn connect_passing_credentials(
     tokio::net::UnixStream::from_std(std::os::unix::net::UnixStream::from(fd))
 }
 
-#[cfg(test)]
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn listen_passing_credentials(
+    _path: &std::path::Path,
+) -> std::io::Result<(std::os::unix::net::UnixListener, SocketFile)> {
+    Err(crate::os::unsupported("listening with credential passing"))
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn connect_passing_credentials(
+    _path: &std::path::Path,
+) -> std::io::Result<tokio::net::UnixStream> {
+    Err(crate::os::unsupported("connecting with credential passing"))
+}
+
+// The kernel facts these tests pin are Linux's.
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
     use std::os::unix::net::UnixStream;
-
-    #[test]
-    fn a_socket_pair_inside_one_process_is_judged_the_same() {
-        let (a, _b) = UnixStream::pair().unwrap();
-        let v = judge(&a);
-        assert!(v.is_same(), "{v:?}");
-    }
-
-    #[test]
-    fn the_image_of_self_is_readable_and_stable() {
-        assert_eq!(self_image().unwrap(), self_image().unwrap());
-    }
 
     #[tokio::test]
     async fn bytes_written_by_another_process_on_a_verified_socket_are_refused() {
@@ -509,12 +383,6 @@ mod tests {
             Some(b"two\n".to_vec())
         );
         assert_eq!(reader.read_line(1024).await.unwrap(), None);
-    }
-
-    #[test]
-    fn this_process_judged_by_its_pid_is_the_same() {
-        let v = judge_pid(std::process::id() as i32);
-        assert!(v.is_same(), "{v:?}");
     }
 
     #[test]
@@ -584,16 +452,5 @@ mod tests {
             short.to_string_lossy().starts_with("/h/daemon.sock."),
             "{short:?}"
         );
-    }
-
-    #[test]
-    fn an_older_build_is_named_as_such() {
-        let v = Verdict::OtherProgram {
-            pid: 7,
-            exe: None,
-            older_build: true,
-        };
-        assert!(v.describe("the daemon").contains("older build"));
-        assert!(!v.is_same());
     }
 }

@@ -6,7 +6,7 @@ use super::*;
 fn an_agent_change_commits_with_its_entry_and_one_file_has_one_name() -> TestResult {
     let f = fixture()?;
     let mut j = Journal::open(&f.db, MACHINE, Durability::Process)?;
-    let identity = crate::agents::Identity {
+    let identity = crate::os::process::FileIdentity {
         dev: u64::MAX,
         ino: 7,
         size: 1,

@@ -1,0 +1,307 @@
+//! The link to the daemon: one connection, the tasks that ask on it and read from it, and what a
+//! lost or silent daemon means for the session (every held and later call refused).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::held::{HeldWaits, Released, Waiting, route_release};
+use crate::config::Home;
+use crate::ipc::{self, Request, Response, WireError};
+use crate::limits;
+
+/// Most daemon messages the relay queues before it refuses calls and drops events.
+const LINK_QUEUE: usize = 256;
+
+type Reply = oneshot::Sender<Result<Response, WireError>>;
+
+/// The relay's side of the daemon connection. One task writes requests, one at a time, and waits
+/// for each answer; another reads every line the daemon sends, passing answers to the first and
+/// routing pushed words (`call.released`) to the held call they name. Call decisions have their
+/// own queue and go first, so reports (outcomes, anomalies) queued by a chatty session never
+/// delay a decision toward its timeout. Once an exchange fails the link is dead for the rest of
+/// the session: every held call is refused, and every later call is refused at once instead of
+/// waiting again.
+#[derive(Clone)]
+pub(super) struct Link {
+    decisions: mpsc::Sender<(Request, Reply)>,
+    /// Reports, and the session's start and end, in the order they happened.
+    in_order: mpsc::Sender<(Request, Option<Reply>)>,
+    pub(super) dead: Arc<AtomicBool>,
+    pub(super) lost: Arc<AtomicU64>,
+    pub(super) held: HeldWaits,
+    /// Why the session has no daemon from its start (none could be reached, or the one on the
+    /// socket is another home's): every refusal says it.
+    pub(super) no_daemon: Option<Arc<str>>,
+}
+
+/// Most decisions that can wait for the daemon at once (the relay asks one at a time).
+const DECISION_QUEUE: usize = 16;
+
+/// Answers read but not yet taken: one is expected at a time; a second is a broken daemon.
+const ANSWER_QUEUE: usize = 4;
+
+impl Link {
+    pub(super) fn start(
+        conn: Option<ipc::Conn>,
+        session_id: String,
+        no_daemon: Option<String>,
+    ) -> Link {
+        let (decisions, mut decision_rx) = mpsc::channel::<(Request, Reply)>(DECISION_QUEUE);
+        let (in_order, mut order_rx) = mpsc::channel::<(Request, Option<Reply>)>(LINK_QUEUE);
+        let dead = Arc::new(AtomicBool::new(conn.is_none()));
+        let lost = Arc::new(AtomicU64::new(0));
+        let held: HeldWaits = Arc::new(Mutex::new(HashMap::new()));
+        let (answer_tx, mut answer_rx) = mpsc::channel::<Response>(ANSWER_QUEUE);
+        let (mut writer, reader_task) = match conn {
+            Some(c) => {
+                let (reader, writer) = c.into_split();
+                let task = tokio::spawn(read_daemon(
+                    reader,
+                    answer_tx,
+                    Arc::clone(&held),
+                    Arc::clone(&dead),
+                    session_id,
+                ));
+                (Some(writer), Some(task))
+            }
+            None => (None, None),
+        };
+        let (d, l, h) = (Arc::clone(&dead), Arc::clone(&lost), Arc::clone(&held));
+        tokio::spawn(async move {
+            loop {
+                let (req, reply) = tokio::select! {
+                    biased;
+                    Some((req, reply)) = decision_rx.recv() => (req, Some(reply)),
+                    Some((req, reply)) = order_rx.recv() => (req, reply),
+                    else => break,
+                };
+                let result = match writer.as_mut() {
+                    Some(w) if !d.load(Ordering::SeqCst) => exchange(w, &mut answer_rx, &req).await,
+                    _ => Err(WireError::Closed),
+                };
+                if let Err(e) = &result {
+                    if !d.swap(true, Ordering::SeqCst) {
+                        eprintln!(
+                            "holdcall: lost the daemon ({e}); every later tool call in this session will be refused"
+                        );
+                    }
+                    writer = None;
+                    if let Some(t) = &reader_task {
+                        t.abort();
+                    }
+                    refuse_all_held(&h);
+                    if reply.is_none() {
+                        l.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                if let Some(reply) = reply {
+                    let _ = reply.send(result);
+                }
+            }
+        });
+        Link {
+            decisions,
+            in_order,
+            dead,
+            lost,
+            held,
+            no_daemon: no_daemon.map(Arc::from),
+        }
+    }
+
+    /// Sends a one-way report; a full queue or a dead link loses it (counted, said at exit).
+    pub(super) fn report(&self, req: Request) {
+        if self.dead.load(Ordering::SeqCst) || self.in_order.try_send((req, None)).is_err() {
+            self.lost.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Asks for a call's decision and waits at most `limits::DECISION_TIMEOUT`, queueing
+    /// included.
+    pub(super) async fn decide(&self, req: Request) -> Result<Response, WireError> {
+        if self.dead.load(Ordering::SeqCst) {
+            return Err(WireError::Closed);
+        }
+        let (tx, rx) = oneshot::channel();
+        if self.decisions.try_send((req, tx)).is_err() {
+            self.dead.store(true, Ordering::SeqCst);
+            return Err(WireError::Closed);
+        }
+        self.wait(rx).await
+    }
+
+    /// Asks after every report queued before it (the session's start and end).
+    pub(super) async fn ask_in_order(&self, req: Request) -> Result<Response, WireError> {
+        if self.dead.load(Ordering::SeqCst) {
+            return Err(WireError::Closed);
+        }
+        let timeout = within(&req);
+        let (tx, rx) = oneshot::channel();
+        if self.in_order.send((req, Some(tx))).await.is_err() {
+            return Err(WireError::Closed);
+        }
+        self.wait_for(rx, timeout).await
+    }
+
+    async fn wait(
+        &self,
+        rx: oneshot::Receiver<Result<Response, WireError>>,
+    ) -> Result<Response, WireError> {
+        self.wait_for(rx, limits::DECISION_TIMEOUT).await
+    }
+
+    async fn wait_for(
+        &self,
+        rx: oneshot::Receiver<Result<Response, WireError>>,
+        timeout: std::time::Duration,
+    ) -> Result<Response, WireError> {
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(WireError::Closed),
+            Err(_) => {
+                if !self.dead.swap(true, Ordering::SeqCst) {
+                    eprintln!(
+                        "holdcall: the daemon did not answer within {timeout:?}; every later tool call in this session will be refused"
+                    );
+                }
+                refuse_all_held(&self.held);
+                Err(WireError::Timeout(timeout))
+            }
+        }
+    }
+
+    /// Makes ready for a word on call `seq` before asking about it, so a word pushed right after
+    /// the `held` answer always finds its call.
+    pub(super) fn expect_release(&self, seq: i64, digest: &str) -> oneshot::Receiver<Released> {
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut h) = self.held.lock() {
+            h.insert(
+                seq,
+                Waiting {
+                    digest: digest.to_string(),
+                    tx,
+                },
+            );
+        }
+        rx
+    }
+
+    /// The call was not held after all.
+    pub(super) fn forget_release(&self, seq: i64) {
+        if let Ok(mut h) = self.held.lock() {
+            h.remove(&seq);
+        }
+    }
+}
+
+/// Refuses every held call: their senders are dropped, which their waiters read as no word.
+pub(super) fn refuse_all_held(held: &HeldWaits) {
+    if let Ok(mut h) = held.lock() {
+        h.clear();
+    }
+}
+
+/// Writes one request and waits for the one answer the reader passes on, within
+/// `limits::DECISION_TIMEOUT`. An answer already waiting before the request was sent answers
+/// nothing we asked: the link cannot be trusted.
+async fn exchange(
+    w: &mut ipc::ConnWriter,
+    answers: &mut mpsc::Receiver<Response>,
+    req: &Request,
+) -> Result<Response, WireError> {
+    if answers.try_recv().is_ok() {
+        return Err(WireError::Protocol(
+            "the daemon answered a question it was not asked".into(),
+        ));
+    }
+    let asked = async {
+        w.send(req).await?;
+        answers.recv().await.ok_or(WireError::Closed)
+    };
+    let bound = within(req);
+    tokio::time::timeout(bound, asked)
+        .await
+        .map_err(|_| WireError::Timeout(bound))?
+}
+
+/// Reads every line from the daemon: answers go to the asking task, words on held calls to the
+/// call they name. When the connection ends, every held call is refused.
+async fn read_daemon(
+    mut reader: ipc::ConnReader,
+    answers: mpsc::Sender<Response>,
+    held: HeldWaits,
+    dead: Arc<AtomicBool>,
+    session_id: String,
+) {
+    let why = loop {
+        let line = reader.recv().await;
+        match line {
+            Ok(Response::Released {
+                session_id: s,
+                seq,
+                args_digest,
+                verdict,
+                cause,
+                reason,
+            }) => {
+                if !route_release(
+                    &held,
+                    &session_id,
+                    &s,
+                    seq,
+                    &args_digest,
+                    verdict,
+                    &cause,
+                    reason,
+                ) {
+                    break "the daemon sent a word about a call this session did not hold"
+                        .to_string();
+                }
+            }
+            Ok(answer) => {
+                if answers.send(answer).await.is_err() {
+                    break "the relay stopped listening".to_string();
+                }
+            }
+            Err(e) => break e.to_string(),
+        }
+    };
+    refuse_all_held(&held);
+    // Said once, by whichever side notices first; the asking side then finds the link dead.
+    if !dead.swap(true, Ordering::SeqCst) {
+        eprintln!(
+            "holdcall: lost the daemon ({why}); every held and every later tool call in this session will be refused"
+        );
+    }
+}
+
+/// How long the relay waits for the answer to `req`: a session start may read the credential
+/// store first; everything else is a decision or a report.
+fn within(req: &Request) -> std::time::Duration {
+    match req {
+        Request::SessionStart { .. } => limits::STORE_REQUEST_TIMEOUT,
+        _ => limits::DECISION_TIMEOUT,
+    }
+}
+
+/// True when the daemon of `home` answers nothing within `limits::DECISION_TIMEOUT` on a
+/// connection of its own (a `daemon.status`, which reads no credential store). False when it
+/// answers, or when no second connection can be had (then the session's own answer decides).
+pub(super) async fn daemon_unresponsive(home: &Home) -> bool {
+    // Connecting is bounded too: a connection that is accepted late is no answer either, and
+    // neither is one whose `daemon.hello` went unanswered (`connect` then says Timeout, its
+    // bound being the same as this one's, so either may fire first).
+    let asked = tokio::time::timeout(limits::DECISION_TIMEOUT, async {
+        let mut conn = match ipc::connect(home).await {
+            Ok(conn) => conn,
+            Err(WireError::Timeout(t)) => return Some(Err(WireError::Timeout(t))),
+            Err(_) => return None,
+        };
+        Some(conn.call(&Request::Status, limits::DECISION_TIMEOUT).await)
+    })
+    .await;
+    matches!(asked, Err(_) | Ok(Some(Err(WireError::Timeout(_)))))
+}
