@@ -20,13 +20,13 @@ use crate::policy::scope::{
 };
 
 /// The schema every policy is validated against, embedded so the binary cannot drift from it.
-pub const SCHEMA_TEXT: &str = include_str!("../../schema/holdcall.cedarschema");
+pub(crate) const SCHEMA_TEXT: &str = include_str!("../../schema/holdcall.cedarschema");
 
 /// The annotation that carries Holdcall's three-valued effect on top of Cedar's two.
-pub const EFFECT_ANNOTATION: &str = "holdcall_effect";
+pub(crate) const EFFECT_ANNOTATION: &str = "holdcall_effect";
 
 /// The annotation that names a policy; it must be the first one and agree with the stored id.
-pub const ID_ANNOTATION: &str = "id";
+pub(crate) const ID_ANNOTATION: &str = "id";
 
 /// One row of the policy table: its insertion order, id and Cedar text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -272,7 +272,7 @@ fn check_one(stored_id: &str, text: &str) -> Result<(Policy, Effect), PolicyErro
     Ok((policy, effect))
 }
 
-pub fn load_validator() -> Result<Validator, PolicyError> {
+pub(crate) fn load_validator() -> Result<Validator, PolicyError> {
     let (schema, _warnings) =
         Schema::from_cedarschema_str(SCHEMA_TEXT).map_err(|e| PolicyError::Schema {
             message: e.to_string(),
@@ -299,7 +299,7 @@ fn validate_one(validator: &Validator, id: &str, policy: &Policy) -> Result<(), 
 
 /// One finding of strict validation, with its byte span in the policy's text when Cedar gave one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ValidationProblem {
+pub(crate) struct ValidationProblem {
     pub message: String,
     pub span: Option<(usize, usize)>,
     pub help: Option<String>,
@@ -328,7 +328,7 @@ fn is_argument_access(message: &str) -> bool {
 /// that reads them is also validated as a copy whose argument `has` tests are `true` (on the
 /// empty `arguments` record Cedar types them `false` and stops checking what they guard), so the
 /// rest of its condition is still type-checked.
-pub fn validation_problems(
+pub(crate) fn validation_problems(
     validator: &Validator,
     id: &str,
     policy: &Policy,
@@ -408,7 +408,10 @@ fn compile_one(validator: &Validator, id: &str, text: &str) -> Result<Checked, P
 }
 
 /// Parses and checks one policy as `PolicySet::compile` would, returning what a row stores.
-pub fn parse_effect_and_specificity(id: &str, text: &str) -> Result<(Effect, i64), PolicyError> {
+pub(crate) fn parse_effect_and_specificity(
+    id: &str,
+    text: &str,
+) -> Result<(Effect, i64), PolicyError> {
     let validator = load_validator()?;
     let checked = compile_one(&validator, id, text)?;
     Ok((checked.effect, checked.specificity))
@@ -416,7 +419,7 @@ pub fn parse_effect_and_specificity(id: &str, text: &str) -> Result<(Effect, i64
 
 impl PolicySet {
     /// No policies: every call is allowed ("no rule applies").
-    pub fn empty() -> PolicySet {
+    pub(crate) fn empty() -> PolicySet {
         PolicySet {
             infos: Vec::new(),
             scopes: Vec::new(),
@@ -483,7 +486,7 @@ impl PolicySet {
     }
 
     /// Every policy, in seq order.
-    pub fn info(&self) -> &[PolicyInfo] {
+    pub(crate) fn info(&self) -> &[PolicyInfo] {
         &self.infos
     }
 

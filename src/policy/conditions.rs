@@ -49,7 +49,7 @@ fn is_args_path(p: &[String]) -> bool {
 }
 
 /// Whether any condition reads `context.arguments` (by access or `has`).
-pub fn reads_arguments(policy: &Policy) -> bool {
+pub(super) fn reads_arguments(policy: &Policy) -> bool {
     fn walk(e: &serde_json::Value) -> bool {
         for key in [".", "has"] {
             if let Some(node) = e.get(key)
@@ -135,7 +135,7 @@ fn unguarded(e: &serde_json::Value, guards: &HashSet<Vec<String>>) -> Option<Vec
 }
 
 /// The first unguarded argument access of a policy, as `arguments.x.y`.
-pub fn unguarded_argument(policy: &Policy) -> Option<String> {
+pub(super) fn unguarded_argument(policy: &Policy) -> Option<String> {
     est_bodies(policy)
         .iter()
         .find_map(|b| unguarded(b, &HashSet::new()))
@@ -169,7 +169,7 @@ pub(super) fn argument_guards_as_true(id: &str, policy: &Policy) -> Option<Polic
 /// Import warnings for one policy (they never refuse it): conditions that test the principal or
 /// the resource like a scope would (they add no specificity). Whether a named agent is enrolled
 /// is the daemon's check at import, not a lint.
-pub fn lint_warnings(policy: &Policy) -> Vec<String> {
+pub(crate) fn lint_warnings(policy: &Policy) -> Vec<String> {
     fn scope_like(e: &serde_json::Value) -> bool {
         for key in ["==", "in", "is"] {
             if let Some(node) = e.get(key)
@@ -203,7 +203,7 @@ pub fn lint_warnings(policy: &Policy) -> Vec<String> {
 /// Every agent a policy names as an entity literal, in its scope or its conditions
 /// (`Agent::"X"` anywhere Cedar sees an entity), sorted and without repeats. `Agent::""`, the
 /// unenrolled principal, is not a name and is left out: it can never be enrolled.
-pub fn agents_named(policy: &Policy) -> Vec<String> {
+pub(crate) fn agents_named(policy: &Policy) -> Vec<String> {
     let mut out: Vec<String> = policy
         .entity_literals()
         .into_iter()
@@ -217,7 +217,7 @@ pub fn agents_named(policy: &Policy) -> Vec<String> {
 }
 
 /// [`agents_named`] for the text of a stored policy; a text that does not parse names none.
-pub fn agents_named_in_text(text: &str) -> Vec<String> {
+pub(crate) fn agents_named_in_text(text: &str) -> Vec<String> {
     Policy::parse(None, text)
         .map(|p| agents_named(&p))
         .unwrap_or_default()

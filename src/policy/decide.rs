@@ -12,7 +12,7 @@ use cedar_policy::{
 };
 
 use crate::policy::compile::{Names, PolicyInfo, PolicySet};
-use crate::policy::context::CallContext;
+use crate::policy::context::{ArgumentsProblem, CallContext};
 use crate::policy::explain::Considered;
 use crate::policy::scope::Effect;
 
@@ -44,7 +44,7 @@ pub struct CedarDiagnostics {
 }
 
 /// The wrapper's full result; `decide` keeps the decision, `explain` keeps everything.
-pub(super) struct Outcome {
+pub(super) struct Evaluation {
     pub(super) considered: Vec<Considered>,
     pub(super) decision: Decision,
     pub(super) decider: Option<usize>,
@@ -53,10 +53,13 @@ pub(super) struct Outcome {
     pub(super) cedar: CedarDiagnostics,
 }
 
-impl Outcome {
+/// What the ranking gives: the decision, the index of the policy that decided, the tie-break.
+type Ranked = (Decision, Option<usize>, String);
+
+impl Evaluation {
     /// A decision reached without ranking: fail closed.
-    fn refuse(reason: String, cedar: CedarDiagnostics) -> Outcome {
-        Outcome {
+    fn refuse(reason: String, cedar: CedarDiagnostics) -> Evaluation {
+        Evaluation {
             considered: Vec::new(),
             decision: Decision {
                 effect: Effect::Deny,
@@ -105,7 +108,7 @@ impl PolicySet {
     /// is never evaluated on arguments that could not be read (omitted, beyond a cap,
     /// unreadable): such a deny or ask rule that could apply refuses or holds the call, and such
     /// an allow rule cannot allow it.
-    pub fn decide_with(&self, req: &CallRequest<'_>, ctx: &CallContext) -> Decision {
+    pub(crate) fn decide_with(&self, req: &CallRequest<'_>, ctx: &CallContext) -> Decision {
         self.evaluate(req, ctx).decision
     }
 
@@ -168,9 +171,12 @@ impl PolicySet {
         s
     }
 
-    pub(super) fn evaluate(&self, req: &CallRequest<'_>, ctx: &CallContext) -> Outcome {
+    /// The wrapper, one named step after another: the Cedar request, Cedar's answers for the
+    /// buckets the call can hit, what matched and what erred, the rules set aside because they
+    /// read arguments that could not be read, the ranking, then the fail-closed floor.
+    pub(super) fn evaluate(&self, req: &CallRequest<'_>, ctx: &CallContext) -> Evaluation {
         let Some(names) = &self.names else {
-            return Outcome::refuse(
+            return Evaluation::refuse(
                 "Holdcall could not set up its Cedar names, so every call is denied".to_string(),
                 CedarDiagnostics::default(),
             );
@@ -179,7 +185,7 @@ impl PolicySet {
         let (request, entities) = match self.request(names, req, &tool_id, ctx) {
             Ok(parts) => parts,
             Err(e) => {
-                return Outcome::refuse(
+                return Evaluation::refuse(
                     format!(
                         "the call could not be turned into a Cedar request ({e}), so it is denied"
                     ),
@@ -187,46 +193,110 @@ impl PolicySet {
                 );
             }
         };
-        // Two calls per bucket, not one: in a single set `reason()` hides every permit once any
-        // forbid matches, and the wrapper needs every match. Only the buckets this request can
-        // hit are asked (see `Index`), and an empty half has nothing to say.
+        let (permits, forbids) = self.ask_cedar(&request, &entities, &tool_id, req);
+        let cedar = diagnostics(&permits, &forbids);
+
+        let mut matching = match self.matching(&permits, &forbids) {
+            Ok(matching) => matching,
+            Err(reason) => return Evaluation::refuse(reason, cedar),
+        };
+        let permit_errors = self.permit_errors(&permits);
+        let mut errored = match self.forbid_errors(&forbids) {
+            Ok(errored) => errored,
+            Err(reason) => return Evaluation::refuse(reason, cedar),
+        };
+        let could_apply = self.could_apply(&tool_id, req);
+        let args_problem = ctx.arguments.as_ref().err();
+        if let Some(problem) = args_problem {
+            self.set_aside_argument_readers(problem, &could_apply, &mut matching, &mut errored);
+        }
+        let considered = self.considered(
+            &could_apply,
+            args_problem,
+            &matching,
+            &errored,
+            &permit_errors,
+        );
+        matching.sort_by_key(|&i| self.rank_key(i));
+        matching.dedup();
+
+        let (mut decision, decider, tie_break) = self.rank(&matching);
+        if let Some(problem) = args_problem
+            && decision.effect == Effect::Allow
+            && could_apply.iter().any(|&i| self.reads_arguments(i))
+        {
+            let _ = write!(
+                decision.reason,
+                "; rules that read the arguments were not evaluated: {problem}"
+            );
+        }
+        let (decision, decider, tie_break) =
+            self.fail_closed(&errored, (decision, decider, tie_break));
+        Evaluation {
+            considered,
+            decision,
+            decider,
+            matching,
+            tie_break,
+            cedar,
+        }
+    }
+
+    /// Cedar's answers, permits then forbids. Two calls per bucket, not one: in a single set
+    /// `reason()` hides every permit once any forbid matches, and the wrapper needs every match.
+    /// Only the buckets this request can hit are asked (see `Index`), and an empty half has
+    /// nothing to say.
+    fn ask_cedar(
+        &self,
+        request: &Request,
+        entities: &Entities,
+        tool_id: &str,
+        req: &CallRequest<'_>,
+    ) -> (Vec<Response>, Vec<Response>) {
         let mut permits: Vec<Response> = Vec::new();
         let mut forbids: Vec<Response> = Vec::new();
-        for halves in self.index.buckets(&tool_id, req).into_iter().flatten() {
+        for halves in self.index.buckets(tool_id, req).into_iter().flatten() {
             if !halves.permits.is_empty() {
                 permits.push(
                     self.authorizer
-                        .is_authorized(&request, &halves.permits, &entities),
+                        .is_authorized(request, &halves.permits, entities),
                 );
             }
             if !halves.forbids.is_empty() {
                 forbids.push(
                     self.authorizer
-                        .is_authorized(&request, &halves.forbids, &entities),
+                        .is_authorized(request, &halves.forbids, entities),
                 );
             }
         }
-        let cedar = diagnostics(&permits, &forbids);
+        (permits, forbids)
+    }
 
+    /// Every policy Cedar reported as matching, permits first. A rule Holdcall does not know is
+    /// the reason to refuse the call (`Err`).
+    fn matching(&self, permits: &[Response], forbids: &[Response]) -> Result<Vec<usize>, String> {
         let mut matching = Vec::new();
         for id in permits
             .iter()
-            .chain(&forbids)
+            .chain(forbids)
             .flat_map(|r| r.diagnostics().reason())
         {
             match self.by_id.get(AsRef::<str>::as_ref(id)) {
                 Some(&i) => matching.push(i),
                 None => {
-                    return Outcome::refuse(
-                        format!(
-                            "Cedar reported rule {id}, which Holdcall does not know, so the call is denied"
-                        ),
-                        cedar,
-                    );
+                    return Err(format!(
+                        "Cedar reported rule {id}, which Holdcall does not know, so the call is denied"
+                    ));
                 }
             }
         }
-        let permit_errors: Vec<(usize, String)> = permits
+        Ok(matching)
+    }
+
+    /// The permits whose evaluation erred, with Cedar's message. Cedar skips them, which only
+    /// takes an allow away, so they are only reported.
+    fn permit_errors(&self, permits: &[Response]) -> Vec<(usize, String)> {
+        permits
             .iter()
             .flat_map(|r| r.diagnostics().errors())
             .filter_map(|err| {
@@ -235,27 +305,34 @@ impl PolicySet {
                     .get(AsRef::<str>::as_ref(e.policy_id()))
                     .map(|&i| (i, e.inner().to_string()))
             })
-            .collect();
-        // Skip-on-error would make an erroring forbid fail open; collect them to escalate.
+            .collect()
+    }
+
+    /// The forbids whose evaluation erred, with Cedar's message. Skip-on-error would make an
+    /// erroring forbid fail open; they are collected to escalate (`fail_closed`). A rule Holdcall
+    /// does not know is the reason to refuse the call (`Err`).
+    fn forbid_errors(&self, forbids: &[Response]) -> Result<Vec<(usize, String)>, String> {
         let mut errored: Vec<(usize, String)> = Vec::new();
         for err in forbids.iter().flat_map(|r| r.diagnostics().errors()) {
             let AuthorizationError::PolicyEvaluationError(e) = err;
             match self.by_id.get(AsRef::<str>::as_ref(e.policy_id())) {
                 Some(&i) => errored.push((i, e.inner().to_string())),
                 None => {
-                    return Outcome::refuse(
-                        format!(
-                            "a rule Holdcall does not know failed in Cedar ({err}), so the call is denied"
-                        ),
-                        cedar,
-                    );
+                    return Err(format!(
+                        "a rule Holdcall does not know failed in Cedar ({err}), so the call is denied"
+                    ));
                 }
             }
         }
-        // Every policy the call's buckets hold could apply; Cedar said which matched or erred.
+        Ok(errored)
+    }
+
+    /// Every policy the call's buckets hold could apply; Cedar said which matched or erred.
+    /// Sorted, without repeats.
+    fn could_apply(&self, tool_id: &str, req: &CallRequest<'_>) -> Vec<usize> {
         let mut could_apply: Vec<usize> = self
             .index
-            .buckets(&tool_id, req)
+            .buckets(tool_id, req)
             .into_iter()
             .flatten()
             .flat_map(|h| h.permits.policies().chain(h.forbids.policies()))
@@ -263,42 +340,65 @@ impl PolicySet {
             .collect();
         could_apply.sort_unstable();
         could_apply.dedup();
-        let reads = |i: usize| self.reads_args.get(i).copied().unwrap_or(true);
-        // Arguments that could not be read: no rule that reads them decides on the stand-in
-        // empty record. Their matches and errors are dropped; a deny or ask among them sets a
-        // floor below (refuse or hold), an allow among them cannot allow.
-        let args_problem = ctx.arguments.as_ref().err();
-        if let Some(problem) = args_problem {
-            matching.retain(|&i| !reads(i));
-            errored.retain(|(i, _)| !reads(*i));
-            for &i in &could_apply {
-                if reads(i)
-                    && self
-                        .infos
-                        .get(i)
-                        .is_some_and(|info| info.effect != Effect::Allow)
-                {
-                    errored.push((i, format!("it reads the call's arguments, and {problem}")));
-                }
+        could_apply
+    }
+
+    /// Whether policy `i` reads `context.arguments` (an unknown index counts as reading them).
+    fn reads_arguments(&self, i: usize) -> bool {
+        self.reads_args.get(i).copied().unwrap_or(true)
+    }
+
+    /// Arguments that could not be read: no rule that reads them decides on the stand-in
+    /// empty record. Their matches and errors are dropped; a deny or ask among them sets a
+    /// floor (`fail_closed`: refuse or hold), an allow among them cannot allow.
+    fn set_aside_argument_readers(
+        &self,
+        problem: &ArgumentsProblem,
+        could_apply: &[usize],
+        matching: &mut Vec<usize>,
+        errored: &mut Vec<(usize, String)>,
+    ) {
+        matching.retain(|&i| !self.reads_arguments(i));
+        errored.retain(|(i, _)| !self.reads_arguments(*i));
+        for &i in could_apply {
+            if self.reads_arguments(i)
+                && self
+                    .infos
+                    .get(i)
+                    .is_some_and(|info| info.effect != Effect::Allow)
+            {
+                errored.push((i, format!("it reads the call's arguments, and {problem}")));
             }
         }
-        let considered: Vec<Considered> = could_apply
+    }
+
+    /// What became of each policy that could apply, in seq order, for `policy explain`.
+    fn considered(
+        &self,
+        could_apply: &[usize],
+        args_problem: Option<&ArgumentsProblem>,
+        matching: &[usize],
+        errored: &[(usize, String)],
+        permit_errors: &[(usize, String)],
+    ) -> Vec<Considered> {
+        could_apply
             .iter()
             .filter_map(|&i| {
                 let info = self.infos.get(i)?;
-                let (outcome, detail) = if let (true, Some(problem)) = (reads(i), args_problem) {
-                    ("not evaluated", Some(problem.to_string()))
-                } else if let Some((_, msg)) = errored.iter().find(|(e, _)| *e == i) {
-                    ("errored", Some(msg.clone()))
-                } else if let Some(msg) =
-                    permit_errors.iter().find(|(e, _)| *e == i).map(|(_, m)| m)
-                {
-                    ("errored", Some(msg.clone()))
-                } else if matching.contains(&i) {
-                    ("matched", None)
-                } else {
-                    ("not matched", None)
-                };
+                let (outcome, detail) =
+                    if let (true, Some(problem)) = (self.reads_arguments(i), args_problem) {
+                        ("not evaluated", Some(problem.to_string()))
+                    } else if let Some((_, msg)) = errored.iter().find(|(e, _)| *e == i) {
+                        ("errored", Some(msg.clone()))
+                    } else if let Some(msg) =
+                        permit_errors.iter().find(|(e, _)| *e == i).map(|(_, m)| m)
+                    {
+                        ("errored", Some(msg.clone()))
+                    } else if matching.contains(&i) {
+                        ("matched", None)
+                    } else {
+                        ("not matched", None)
+                    };
                 Some(Considered {
                     id: info.id.clone(),
                     effect: info.effect,
@@ -307,24 +407,14 @@ impl PolicySet {
                     detail,
                 })
             })
-            .collect();
-        matching.sort_by_key(|&i| self.rank_key(i));
-        matching.dedup();
+            .collect()
+    }
 
-        let (mut decision, mut decider, mut tie_break) = self.rank(&matching);
-        if let Some(problem) = args_problem
-            && decision.effect == Effect::Allow
-            && could_apply.iter().any(|&i| reads(i))
-        {
-            let _ = write!(
-                decision.reason,
-                "; rules that read the arguments were not evaluated: {problem}"
-            );
-        }
-
-        // Fail closed: the strictest errored forbid sets a floor on the decision (whatever its
-        // specificity: we cannot know whether it would have matched); among equals, the
-        // best-ranked one is named.
+    /// Fail closed: the strictest errored forbid sets a floor on the decision (whatever its
+    /// specificity: we cannot know whether it would have matched); among equals, the
+    /// best-ranked one is named.
+    fn fail_closed(&self, errored: &[(usize, String)], ranked: Ranked) -> Ranked {
+        let (mut decision, mut decider, mut tie_break) = ranked;
         let floor = errored
             .iter()
             .filter_map(|(i, msg)| self.infos.get(*i).map(|info| (info, *i, msg)))
@@ -358,18 +448,11 @@ impl PolicySet {
                 decider = Some(i);
             }
         }
-        Outcome {
-            considered,
-            decision,
-            decider,
-            matching,
-            tie_break,
-            cedar,
-        }
+        (decision, decider, tie_break)
     }
 
     /// Picks the winner among ranked matches; returns the decision, its index, the tie-break.
-    fn rank(&self, matching: &[usize]) -> (Decision, Option<usize>, String) {
+    fn rank(&self, matching: &[usize]) -> Ranked {
         let (Some(&w), Some(winner)) = (
             matching.first(),
             matching.first().and_then(|&w| self.infos.get(w)),

@@ -19,7 +19,7 @@ pub fn set_text<'a>(texts: impl IntoIterator<Item = &'a str>) -> String {
 }
 
 /// The `@id` of one policy's text, if it parses and has one.
-pub fn id_of(text: &str) -> Option<String> {
+pub(crate) fn id_of(text: &str) -> Option<String> {
     Policy::parse(None, text)
         .ok()
         .and_then(|p| p.annotation(ID_ANNOTATION).map(str::to_string))
@@ -39,7 +39,7 @@ pub fn unified_diff(before: &str, after: &str, before_label: &str, after_label: 
 
 /// Applies a unified diff made by `unified_diff` to `before` (the text it was made from).
 /// `""` is no change. Used to rebuild past policy sets from the journal's diffs alone.
-pub fn apply_unified_diff(before: &str, diff: &str) -> Result<String, String> {
+pub(crate) fn apply_unified_diff(before: &str, diff: &str) -> Result<String, String> {
     if diff.is_empty() {
         return Ok(before.to_string());
     }

@@ -3,7 +3,7 @@
 
 use crate::policy::compile::{PolicyInfo, PolicySet};
 use crate::policy::context::CallContext;
-use crate::policy::decide::{CallRequest, CedarDiagnostics, Decision, Outcome};
+use crate::policy::decide::{CallRequest, CedarDiagnostics, Decision, Evaluation};
 use crate::policy::scope::Effect;
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -39,30 +39,23 @@ pub struct Considered {
 
 impl PolicySet {
     /// `explain` with the call's arguments and the time.
-    pub fn explain_with(&self, req: &CallRequest<'_>, ctx: &CallContext) -> Explanation {
-        let outcome = self.evaluate(req, ctx);
-        self.explanation(req, outcome)
+    pub(crate) fn explain_with(&self, req: &CallRequest<'_>, ctx: &CallContext) -> Explanation {
+        let evaluation = self.evaluate(req, ctx);
+        self.explanation(req, evaluation)
     }
 
-    /// The same evaluation as `decide`, with every matching policy, the tie-break and Cedar's
-    /// own diagnostics per half.
-    pub fn explain(&self, req: &CallRequest<'_>) -> Explanation {
-        let outcome = self.evaluate(req, &CallContext::empty());
-        self.explanation(req, outcome)
-    }
-
-    fn explanation(&self, req: &CallRequest<'_>, outcome: Outcome) -> Explanation {
+    pub(super) fn explanation(&self, req: &CallRequest<'_>, evaluation: Evaluation) -> Explanation {
         let pick = |i: &usize| self.infos.get(*i).cloned();
         Explanation {
             agent: req.agent.map(str::to_string),
             connector: req.connector.to_string(),
             tool: req.tool.to_string(),
-            winner: outcome.decider.as_ref().and_then(pick),
-            matching: outcome.matching.iter().filter_map(pick).collect(),
-            tie_break: outcome.tie_break,
-            cedar: outcome.cedar,
-            considered: outcome.considered,
-            decision: outcome.decision,
+            winner: evaluation.decider.as_ref().and_then(pick),
+            matching: evaluation.matching.iter().filter_map(pick).collect(),
+            tie_break: evaluation.tie_break,
+            cedar: evaluation.cedar,
+            considered: evaluation.considered,
+            decision: evaluation.decision,
         }
     }
 }

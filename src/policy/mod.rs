@@ -51,6 +51,9 @@ pub use compile::{PolicySet, StoredPolicy};
 pub use decide::{CallRequest, Decision};
 pub use diff::{set_text, unified_diff};
 pub use error::PolicyError;
+// `pub` only while `cli::write_explanation` and `ipc::Response` are; then `pub(crate)`, with
+// `PolicyInfo`, `CedarDiagnostics` and `Considered`.
+pub use explain::Explanation;
 pub use precedence::{PrecedenceCase, parse_precedence_case};
 pub use render::cli_rule_text;
 pub use scope::{Effect, Scope, specificity_of_scope};
@@ -60,6 +63,5 @@ pub(crate) use compile::{
 };
 pub(crate) use conditions::{agents_named, agents_named_in_text, lint_warnings};
 pub(crate) use diff::{apply_unified_diff, id_of};
-pub(crate) use explain::Explanation;
 pub(crate) use render::display_name;
 pub(crate) use scope::{validate_scope_name, validate_tool_name};

@@ -32,7 +32,7 @@ impl Effect {
 
     /// Parses the lowercase word; anything else (including other cases) is `None`, because a
     /// rule's effect is too important to guess.
-    pub fn parse(s: &str) -> Option<Effect> {
+    pub(crate) fn parse(s: &str) -> Option<Effect> {
         match s {
             "allow" => Some(Effect::Allow),
             "ask" => Some(Effect::Ask),
@@ -75,7 +75,7 @@ pub fn specificity_of_scope(scope: &Scope) -> i64 {
 
 /// A tool name a rule may name: non-empty, at most `TOOL_NAME_BYTES_MAX` bytes, no control
 /// characters, and not `*` (which would read as "every tool").
-pub fn validate_tool_name(name: &str) -> Result<(), PolicyError> {
+pub(crate) fn validate_tool_name(name: &str) -> Result<(), PolicyError> {
     let fail = |problem: String, help: &str| {
         Err(PolicyError::InvalidToolName {
             name: name.to_string(),
@@ -115,7 +115,7 @@ pub fn validate_tool_name(name: &str) -> Result<(), PolicyError> {
 
 /// An agent or connector name: `^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,126}[A-Za-z0-9])?$`, checked
 /// by hand. `kind` ("agent", "connector") goes into the error so the user knows which one.
-pub fn validate_scope_name(kind: &str, name: &str) -> Result<(), PolicyError> {
+pub(crate) fn validate_scope_name(kind: &str, name: &str) -> Result<(), PolicyError> {
     let fail = |problem: String| {
         Err(PolicyError::InvalidScopeName {
             kind: kind.to_string(),

@@ -3,8 +3,18 @@
 
 use std::collections::HashSet;
 
+use super::context::CallContext;
 use super::explain::Considered;
 use super::*;
+
+impl PolicySet {
+    /// The same evaluation as `decide`, with every matching policy, the tie-break and Cedar's
+    /// own diagnostics per half.
+    fn explain(&self, req: &CallRequest<'_>) -> Explanation {
+        let evaluation = self.evaluate(req, &CallContext::empty());
+        self.explanation(req, evaluation)
+    }
+}
 
 fn scope(tool: Option<&str>, agent: Option<&str>, connector: Option<&str>) -> Scope {
     Scope {
