@@ -103,7 +103,7 @@ pub struct CaseResult {
 }
 
 impl CaseResult {
-    pub fn passed(&self) -> bool {
+    pub(crate) fn passed(&self) -> bool {
         self.decision.effect == self.case.expect
     }
 }
@@ -116,7 +116,7 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 }
 
 /// Reads a cases file. `file` names it in reports.
-pub fn parse(file: &str, text: &str) -> Result<Vec<Case>, Box<CasesError>> {
+pub(crate) fn parse(file: &str, text: &str) -> Result<Vec<Case>, Box<CasesError>> {
     let fail = |span: std::ops::Range<usize>, message: String, help: &str| {
         let (line, col) = line_col(text, span.start);
         Box::new(CasesError {
@@ -269,7 +269,7 @@ fn arguments_text(v: &toml::Value) -> Result<String, String> {
 }
 
 /// Decides every case with `set`, as the daemon would.
-pub fn run(set: &PolicySet, cases: &[Case]) -> Vec<CaseResult> {
+pub(crate) fn run(set: &PolicySet, cases: &[Case]) -> Vec<CaseResult> {
     cases
         .iter()
         .map(|case| {

@@ -43,7 +43,7 @@ pub struct FileRefused {
 
 impl FileRefused {
     /// One line per problem, `file:line:col: message (help)`: what the daemon answers.
-    pub fn plain(&self) -> String {
+    pub(crate) fn plain(&self) -> String {
         let mut out = self.to_string();
         for p in &self.problems {
             out.push_str(&format!("\n{}: {}", p.at, p.message));
@@ -77,7 +77,7 @@ pub struct CheckedFile {
 /// Splits a file into policy statements: byte ranges ending at each top-level `;` (outside
 /// strings and `//` comments), each starting after the previous one's end, leading whitespace
 /// skipped, so comments above a policy stay with it. A non-blank tail is a last range.
-pub fn split(text: &str) -> Vec<(usize, usize)> {
+pub(crate) fn split(text: &str) -> Vec<(usize, usize)> {
     let bytes = text.as_bytes();
     let mut out = Vec::new();
     let mut start = 0;
@@ -128,7 +128,7 @@ pub fn split(text: &str) -> Vec<(usize, usize)> {
 
 /// The canonical text of one policy: Cedar's formatter with one fixed configuration, or the
 /// trimmed text if the formatter declines.
-pub fn canonical(text: &str) -> String {
+pub(crate) fn canonical(text: &str) -> String {
     let config = cedar_policy_formatter::Config {
         line_width: 100,
         indent_width: 2,
@@ -148,7 +148,7 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 
 /// Checks a whole file: every policy parses, has a unique `@id`, and passes every check of a
 /// stored policy. Returns the canonical policies and the warnings, or every problem found.
-pub fn check(file: &str, text: &str) -> Result<CheckedFile, FileRefused> {
+pub(crate) fn check(file: &str, text: &str) -> Result<CheckedFile, FileRefused> {
     let src = NamedSource::new(file, text.to_string());
     let problems = std::cell::RefCell::new(Vec::new());
     let mut warnings = Vec::new();
