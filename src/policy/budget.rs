@@ -50,7 +50,7 @@ pub struct CallScope<'a> {
 
 impl BudgetScope {
     /// Whether a call falls in this scope: the same matching as a rule's scope.
-    pub fn applies(&self, call: &CallScope<'_>) -> bool {
+    pub(crate) fn applies(&self, call: &CallScope<'_>) -> bool {
         self.tool.as_deref().is_none_or(|t| t == call.tool)
             && self.agent.as_deref().is_none_or(|a| Some(a) == call.agent)
             && self
@@ -60,7 +60,7 @@ impl BudgetScope {
     }
 
     /// "tool delete_file" or "every tool".
-    pub fn what(&self) -> String {
+    pub(crate) fn what(&self) -> String {
         match &self.tool {
             Some(t) => format!("tool {}", crate::policy::display_name(t)),
             None => "every tool".to_string(),
@@ -68,7 +68,7 @@ impl BudgetScope {
     }
 
     /// "tool echo for every agent on connector fs".
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let agent = match &self.agent {
             Some(a) => format!("agent {}", crate::policy::display_name(a)),
             None => "every agent".to_string(),
@@ -82,7 +82,7 @@ impl BudgetScope {
 }
 
 impl Budget {
-    pub fn scope(&self) -> BudgetScope {
+    pub(crate) fn scope(&self) -> BudgetScope {
         BudgetScope {
             tool: self.tool.clone(),
             agent: self.agent.clone(),
@@ -91,7 +91,7 @@ impl Budget {
     }
 
     /// "at most 2 calls of tool echo per relay session, for every agent on every connector".
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let scope = self.scope();
         format!(
             "at most {} {} of {} per relay session, {}",
@@ -121,7 +121,7 @@ pub struct BadCap {
 }
 
 /// Checks a cap: a whole number from 1 to `limits::BUDGET_CALLS_MAX`.
-pub fn check_cap(calls: i64) -> Result<i64, BadCap> {
+pub(crate) fn check_cap(calls: i64) -> Result<i64, BadCap> {
     if (1..=i64::from(limits::BUDGET_CALLS_MAX)).contains(&calls) {
         Ok(calls)
     } else {
@@ -148,7 +148,7 @@ pub enum BudgetRefusal {
 
 impl BudgetRefusal {
     /// The journal's `reason` for the refusal.
-    pub fn reason(&self) -> String {
+    pub(crate) fn reason(&self) -> String {
         match self {
             BudgetRefusal::Exhausted {
                 budget_id,
@@ -166,7 +166,7 @@ impl BudgetRefusal {
     }
 
     /// The journal's `policy_id`: the budget's id.
-    pub fn policy_id(&self) -> Option<String> {
+    pub(crate) fn policy_id(&self) -> Option<String> {
         match self {
             BudgetRefusal::Exhausted { budget_id, .. } => Some(budget_id.clone()),
             BudgetRefusal::TooManyTools => None,
@@ -199,7 +199,7 @@ pub struct Counters {
 
 impl Counters {
     /// The counts before a call of `tool`.
-    pub fn snapshot(&self, tool: &str) -> SessionCounts {
+    pub(crate) fn snapshot(&self, tool: &str) -> SessionCounts {
         SessionCounts {
             calls: self.calls,
             allowed: self.allowed,
@@ -218,7 +218,7 @@ impl Counters {
     }
 
     /// The first budget (oldest first) that applies to `call` and has no room left.
-    pub fn check<'a>(
+    pub(crate) fn check<'a>(
         &self,
         budgets: impl IntoIterator<Item = &'a Budget>,
         call: &CallScope<'_>,
@@ -249,7 +249,7 @@ impl Counters {
 
     /// Charges one allowed (or approved) call, if every budget that applies has room; a refusal
     /// charges nothing. This is the one way a call is counted as allowed.
-    pub fn charge<'a>(
+    pub(crate) fn charge<'a>(
         &mut self,
         budgets: impl IntoIterator<Item = &'a Budget>,
         call: &CallScope<'_>,
@@ -262,7 +262,7 @@ impl Counters {
     }
 
     /// Takes back a charge whose decision could not be recorded (so the call did not run).
-    pub fn refund(&mut self, tool: &str) {
+    pub(crate) fn refund(&mut self, tool: &str) {
         self.allowed = self.allowed.saturating_sub(1).max(0);
         if let Some(n) = self.per_tool.get_mut(tool) {
             *n = n.saturating_sub(1).max(0);
@@ -270,23 +270,23 @@ impl Counters {
     }
 
     /// One more call decided (whatever the decision).
-    pub fn note_decided(&mut self) {
+    pub(crate) fn note_decided(&mut self) {
         self.calls = self.calls.saturating_add(1);
     }
 
     /// One more call refused.
-    pub fn note_refused(&mut self) {
+    pub(crate) fn note_refused(&mut self) {
         self.refused = self.refused.saturating_add(1);
     }
 
     /// Takes back `note_decided` for a decision that was not recorded because the policy in
     /// force changed meanwhile (the call is decided again).
-    pub fn forget_decided(&mut self) {
+    pub(crate) fn forget_decided(&mut self) {
         self.calls = self.calls.saturating_sub(1).max(0);
     }
 
     /// Takes back `note_refused`, for the same reason.
-    pub fn forget_refused(&mut self) {
+    pub(crate) fn forget_refused(&mut self) {
         self.refused = self.refused.saturating_sub(1).max(0);
     }
 }

@@ -103,7 +103,7 @@ pub struct CaseResult {
 }
 
 impl CaseResult {
-    pub fn passed(&self) -> bool {
+    pub(crate) fn passed(&self) -> bool {
         self.decision.effect == self.case.expect
     }
 }
@@ -116,7 +116,7 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 }
 
 /// Reads a cases file. `file` names it in reports.
-pub fn parse(file: &str, text: &str) -> Result<Vec<Case>, Box<CasesError>> {
+pub(crate) fn parse(file: &str, text: &str) -> Result<Vec<Case>, Box<CasesError>> {
     let fail = |span: std::ops::Range<usize>, message: String, help: &str| {
         let (line, col) = line_col(text, span.start);
         Box::new(CasesError {
@@ -142,100 +142,117 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Case>, Box<CasesError>> {
             "add at least one [[case]] with name, tool and expect",
         ));
     }
-    let mut cases = Vec::new();
-    for spanned in raw.case {
-        let span = spanned.span();
-        let (line, col) = line_col(text, span.start);
-        let c = spanned.into_inner();
-        let tool = c.tool.get_ref();
-        policy::validate_tool_name(tool).map_err(|e| {
-            fail(
-                c.tool.span(),
-                e.to_string(),
-                "a tool name is what the server lists in tools/list",
-            )
-        })?;
-        for (kind, v) in [("agent", &c.agent), ("connector", &c.connector)] {
-            if let Some(v) = v {
-                policy::validate_scope_name(kind, v.get_ref()).map_err(|e| {
-                    fail(
-                        v.span(),
-                        e.to_string(),
-                        "leave the key out for a call with no agent or an unknown connector",
-                    )
-                })?;
-            }
+    raw.case
+        .into_iter()
+        .map(|spanned| read_case(file, text, spanned, &fail))
+        .collect()
+}
+
+/// One `[[case]]` table, checked; `fail` locates a problem in the file.
+fn read_case(
+    file: &str,
+    text: &str,
+    spanned: Spanned<RawCase>,
+    fail: &impl Fn(std::ops::Range<usize>, String, &str) -> Box<CasesError>,
+) -> Result<Case, Box<CasesError>> {
+    let span = spanned.span();
+    let (line, col) = line_col(text, span.start);
+    let c = spanned.into_inner();
+    let tool = c.tool.get_ref();
+    policy::validate_tool_name(tool).map_err(|e| {
+        fail(
+            c.tool.span(),
+            e.to_string(),
+            "a tool name is what the server lists in tools/list",
+        )
+    })?;
+    for (kind, v) in [("agent", &c.agent), ("connector", &c.connector)] {
+        if let Some(v) = v {
+            policy::validate_scope_name(kind, v.get_ref()).map_err(|e| {
+                fail(
+                    v.span(),
+                    e.to_string(),
+                    "leave the key out for a call with no agent or an unknown connector",
+                )
+            })?;
         }
-        let expect = match c.expect.get_ref().as_str() {
-            "allow" => Effect::Allow,
-            "deny" => Effect::Deny,
-            "ask" => Effect::Ask,
-            other => {
+    }
+    let expect = match c.expect.get_ref().as_str() {
+        "allow" => Effect::Allow,
+        "deny" => Effect::Deny,
+        "ask" => Effect::Ask,
+        other => {
+            return Err(fail(
+                c.expect.span(),
+                format!("expect is {other:?}"),
+                "expect is one of \"allow\", \"deny\" or \"ask\"",
+            ));
+        }
+    };
+    let clock = match &c.time {
+        None => None,
+        Some(t) => Some(Clock::parse(t.get_ref()).ok_or_else(|| {
+            fail(
+                t.span(),
+                format!("time {:?} is not an RFC 3339 time", t.get_ref()),
+                "write the time with its offset, e.g. \"2026-01-05T19:30:00+01:00\"; hour \
+                 and weekday are read in that offset",
+            )
+        })?),
+    };
+    let arguments = match &c.arguments {
+        None => None,
+        Some(a) => Some(arguments_text(a.get_ref()).map_err(|why| {
+            fail(
+                a.span(),
+                why,
+                "arguments is a JSON object as text ('{\"path\":\"/tmp/x\"}') or an inline \
+                 table ({ path = \"/tmp/x\" })",
+            )
+        })?),
+    };
+    let session = read_session(c.session, fail)?;
+    Ok(Case {
+        name: c.name,
+        at: format!("{file}:{line}:{col}"),
+        agent: c.agent.map(Spanned::into_inner),
+        connector: c.connector.map(Spanned::into_inner).unwrap_or_default(),
+        tool: c.tool.into_inner(),
+        arguments,
+        clock,
+        session,
+        expect,
+    })
+}
+
+/// A case's `session` counts (`context.session`); zeros when it gives none.
+fn read_session(
+    session: Option<Spanned<RawSession>>,
+    fail: &impl Fn(std::ops::Range<usize>, String, &str) -> Box<CasesError>,
+) -> Result<SessionCounts, Box<CasesError>> {
+    Ok(match session {
+        None => SessionCounts::default(),
+        Some(sp) => {
+            let span = sp.span();
+            let r = sp.into_inner();
+            if [r.calls, r.allowed, r.refused, r.tool_calls]
+                .iter()
+                .any(|n| *n < 0)
+            {
                 return Err(fail(
-                    c.expect.span(),
-                    format!("expect is {other:?}"),
-                    "expect is one of \"allow\", \"deny\" or \"ask\"",
+                    span,
+                    "a session count is negative".into(),
+                    "session counts are 0 or more: { calls = 3, allowed = 2, refused = 1, tool_calls = 2 }",
                 ));
             }
-        };
-        let clock = match &c.time {
-            None => None,
-            Some(t) => Some(Clock::parse(t.get_ref()).ok_or_else(|| {
-                fail(
-                    t.span(),
-                    format!("time {:?} is not an RFC 3339 time", t.get_ref()),
-                    "write the time with its offset, e.g. \"2026-01-05T19:30:00+01:00\"; hour \
-                     and weekday are read in that offset",
-                )
-            })?),
-        };
-        let arguments = match &c.arguments {
-            None => None,
-            Some(a) => Some(arguments_text(a.get_ref()).map_err(|why| {
-                fail(
-                    a.span(),
-                    why,
-                    "arguments is a JSON object as text ('{\"path\":\"/tmp/x\"}') or an inline \
-                     table ({ path = \"/tmp/x\" })",
-                )
-            })?),
-        };
-        let session = match c.session {
-            None => SessionCounts::default(),
-            Some(sp) => {
-                let span = sp.span();
-                let r = sp.into_inner();
-                if [r.calls, r.allowed, r.refused, r.tool_calls]
-                    .iter()
-                    .any(|n| *n < 0)
-                {
-                    return Err(fail(
-                        span,
-                        "a session count is negative".into(),
-                        "session counts are 0 or more: { calls = 3, allowed = 2, refused = 1, tool_calls = 2 }",
-                    ));
-                }
-                SessionCounts {
-                    calls: r.calls,
-                    allowed: r.allowed,
-                    refused: r.refused,
-                    tool_calls: r.tool_calls,
-                }
+            SessionCounts {
+                calls: r.calls,
+                allowed: r.allowed,
+                refused: r.refused,
+                tool_calls: r.tool_calls,
             }
-        };
-        cases.push(Case {
-            name: c.name,
-            at: format!("{file}:{line}:{col}"),
-            agent: c.agent.map(Spanned::into_inner),
-            connector: c.connector.map(Spanned::into_inner).unwrap_or_default(),
-            tool: c.tool.into_inner(),
-            arguments,
-            clock,
-            session,
-            expect,
-        });
-    }
-    Ok(cases)
+        }
+    })
 }
 
 /// The JSON text of a case's arguments: a string is JSON text, checked to be JSON but passed
@@ -252,7 +269,7 @@ fn arguments_text(v: &toml::Value) -> Result<String, String> {
 }
 
 /// Decides every case with `set`, as the daemon would.
-pub fn run(set: &PolicySet, cases: &[Case]) -> Vec<CaseResult> {
+pub(crate) fn run(set: &PolicySet, cases: &[Case]) -> Vec<CaseResult> {
     cases
         .iter()
         .map(|case| {

@@ -43,7 +43,7 @@ pub struct FileRefused {
 
 impl FileRefused {
     /// One line per problem, `file:line:col: message (help)`: what the daemon answers.
-    pub fn plain(&self) -> String {
+    pub(crate) fn plain(&self) -> String {
         let mut out = self.to_string();
         for p in &self.problems {
             out.push_str(&format!("\n{}: {}", p.at, p.message));
@@ -77,7 +77,7 @@ pub struct CheckedFile {
 /// Splits a file into policy statements: byte ranges ending at each top-level `;` (outside
 /// strings and `//` comments), each starting after the previous one's end, leading whitespace
 /// skipped, so comments above a policy stay with it. A non-blank tail is a last range.
-pub fn split(text: &str) -> Vec<(usize, usize)> {
+pub(crate) fn split(text: &str) -> Vec<(usize, usize)> {
     let bytes = text.as_bytes();
     let mut out = Vec::new();
     let mut start = 0;
@@ -128,7 +128,7 @@ pub fn split(text: &str) -> Vec<(usize, usize)> {
 
 /// The canonical text of one policy: Cedar's formatter with one fixed configuration, or the
 /// trimmed text if the formatter declines.
-pub fn canonical(text: &str) -> String {
+pub(crate) fn canonical(text: &str) -> String {
     let config = cedar_policy_formatter::Config {
         line_width: 100,
         indent_width: 2,
@@ -148,7 +148,7 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 
 /// Checks a whole file: every policy parses, has a unique `@id`, and passes every check of a
 /// stored policy. Returns the canonical policies and the warnings, or every problem found.
-pub fn check(file: &str, text: &str) -> Result<CheckedFile, FileRefused> {
+pub(crate) fn check(file: &str, text: &str) -> Result<CheckedFile, FileRefused> {
     let src = NamedSource::new(file, text.to_string());
     let problems = std::cell::RefCell::new(Vec::new());
     let mut warnings = Vec::new();
@@ -188,12 +188,7 @@ pub fn check(file: &str, text: &str) -> Result<CheckedFile, FileRefused> {
                 "here",
                 Some("this is a bug in Holdcall".into()),
             );
-            let problems = problems.into_inner();
-            return Err(FileRefused {
-                file: file.into(),
-                count: problems.len(),
-                problems,
-            });
+            return Err(refused(file, problems.into_inner()));
         }
     };
     for (start, end) in split(text) {
@@ -202,22 +197,7 @@ pub fn check(file: &str, text: &str) -> Result<CheckedFile, FileRefused> {
         let parsed = match Policy::parse(None, seg) {
             Ok(p) => p,
             Err(e) => {
-                let (offset, l) = e
-                    .labels()
-                    .and_then(|mut ls| ls.next())
-                    .map_or((0, len), |l| (l.offset(), l.len()));
-                let is_template = cedar_policy::Template::parse(None, seg).is_ok();
-                let (message, help) = if is_template {
-                    (
-                        "this is a template (it has a `?principal` or `?resource` slot)".to_string(),
-                        Some("Holdcall stores only static policies: write the entity out, e.g. `principal == Agent::\"name\"`".to_string()),
-                    )
-                } else {
-                    (
-                        format!("not valid Cedar: {e}"),
-                        Some(e.help().map_or_else(|| "fix the Cedar syntax; each policy is one `permit (…)` or `forbid (…)` ending with `;`".to_string(), |h| h.to_string())),
-                    )
-                };
+                let (offset, l, message, help) = syntax_problem(seg, len, &e);
                 problem(start + offset, l, message, "here", help);
                 continue;
             }
@@ -240,56 +220,17 @@ pub fn check(file: &str, text: &str) -> Result<CheckedFile, FileRefused> {
         match policy::parse_effect_and_specificity(&id, seg) {
             Ok(_) => {}
             Err(e) => {
-                let mut span = (0, len);
-                let mut message = e.to_string();
-                let mut help = e.help().map(|h| h.to_string());
-                if let (PolicyError::Validation { .. }, Ok(p)) = (&e, &located)
-                    && let Some(first) = policy::validation_problems(&validator, &id, p)
-                        .into_iter()
-                        .next()
-                {
-                    message = format!(
-                        "policy {id} does not validate against Holdcall's schema: {}",
-                        first.message
-                    );
-                    if let Some(s) = first.span {
-                        span = s;
-                    }
-                    help = first.help.or(help);
-                }
+                let (span, message, help) = policy_problem(&validator, &id, &located, len, &e);
                 problem(start + span.0, span.1, message, "here", help);
                 continue;
             }
         }
-        let (line, col) = line_col(text, start);
-        if let Ok(p) = &located {
-            for w in policy::lint_warnings(p) {
-                warnings.push(format!("{file}:{line}:{col}: warning: policy {id}: {w}"));
-            }
-        }
-        policies.push(FilePolicy {
-            id,
-            text: canonical(seg),
-            at: format!("{file}:{line}:{col}"),
-            agents: located
-                .as_ref()
-                .map(policy::agents_named)
-                .unwrap_or_default(),
-        });
+        let (accepted, lints) = accepted(file, text, start, seg, id, &located);
+        warnings.extend(lints);
+        policies.push(accepted);
     }
-    // The file as a whole must compile too (it always does when each policy does; kept so a
-    // future cross-policy check cannot be skipped).
     let whole = if problems.borrow().is_empty() {
-        let stored: Vec<StoredPolicy> = policies
-            .iter()
-            .zip(1..)
-            .map(|(p, seq)| StoredPolicy {
-                seq,
-                id: p.id.clone(),
-                text: p.text.clone(),
-            })
-            .collect();
-        policy::PolicySet::compile(&stored).err()
+        whole_file_error(&policies)
     } else {
         None
     };
@@ -300,10 +241,114 @@ pub fn check(file: &str, text: &str) -> Result<CheckedFile, FileRefused> {
     if problems.is_empty() {
         Ok(CheckedFile { policies, warnings })
     } else {
-        Err(FileRefused {
-            file: file.into(),
-            count: problems.len(),
-            problems,
-        })
+        Err(refused(file, problems))
     }
+}
+
+fn refused(file: &str, problems: Vec<FileProblem>) -> FileRefused {
+    FileRefused {
+        file: file.into(),
+        count: problems.len(),
+        problems,
+    }
+}
+
+/// A policy that passed every check, as the file gives it (`start`: where its segment `seg`
+/// begins in `text`), and its lint warnings as `file:line:col: warning: …`.
+fn accepted(
+    file: &str,
+    text: &str,
+    start: usize,
+    seg: &str,
+    id: String,
+    located: &Result<Policy, cedar_policy::ParseErrors>,
+) -> (FilePolicy, Vec<String>) {
+    let mut warnings = Vec::new();
+    let (line, col) = line_col(text, start);
+    if let Ok(p) = located {
+        for w in policy::lint_warnings(p) {
+            warnings.push(format!("{file}:{line}:{col}: warning: policy {id}: {w}"));
+        }
+    }
+    let policy = FilePolicy {
+        id,
+        text: canonical(seg),
+        at: format!("{file}:{line}:{col}"),
+        agents: located
+            .as_ref()
+            .map(policy::agents_named)
+            .unwrap_or_default(),
+    };
+    (policy, warnings)
+}
+
+/// Where and what a policy that does not parse gets wrong: `(offset, len, message, help)`,
+/// the offset within its segment.
+fn syntax_problem(
+    seg: &str,
+    len: usize,
+    e: &cedar_policy::ParseErrors,
+) -> (usize, usize, String, Option<String>) {
+    let (offset, l) = e
+        .labels()
+        .and_then(|mut ls| ls.next())
+        .map_or((0, len), |l| (l.offset(), l.len()));
+    let is_template = cedar_policy::Template::parse(None, seg).is_ok();
+    let (message, help) = if is_template {
+        (
+            "this is a template (it has a `?principal` or `?resource` slot)".to_string(),
+            Some("Holdcall stores only static policies: write the entity out, e.g. `principal == Agent::\"name\"`".to_string()),
+        )
+    } else {
+        (
+            format!("not valid Cedar: {e}"),
+            Some(e.help().map_or_else(|| "fix the Cedar syntax; each policy is one `permit (…)` or `forbid (…)` ending with `;`".to_string(), |h| h.to_string())),
+        )
+    };
+    (offset, l, message, help)
+}
+
+/// Where and what a parsed policy that fails a stored policy's checks gets wrong:
+/// `((offset, len), message, help)`, the offset within its segment. A schema problem points at
+/// the first finding's span when Cedar gave one.
+fn policy_problem(
+    validator: &cedar_policy::Validator,
+    id: &str,
+    located: &Result<Policy, cedar_policy::ParseErrors>,
+    len: usize,
+    e: &PolicyError,
+) -> ((usize, usize), String, Option<String>) {
+    let mut span = (0, len);
+    let mut message = e.to_string();
+    let mut help = e.help().map(|h| h.to_string());
+    if let (PolicyError::Validation { .. }, Ok(p)) = (e, located)
+        && let Some(first) = policy::validation_problems(validator, id, p)
+            .into_iter()
+            .next()
+    {
+        message = format!(
+            "policy {id} does not validate against Holdcall's schema: {}",
+            first.message
+        );
+        if let Some(s) = first.span {
+            span = s;
+        }
+        help = first.help.or(help);
+    }
+    (span, message, help)
+}
+
+/// The file as a whole must compile too (it always does when each policy does; kept so a
+/// future cross-policy check cannot be skipped).
+fn whole_file_error(policies: &[FilePolicy]) -> Option<PolicyError> {
+    let stored: Vec<StoredPolicy> = policies
+        .iter()
+        .zip(1..)
+        .map(|(p, seq)| StoredPolicy {
+            seq,
+            id: p.id.clone(),
+            text: p.text.clone(),
+        })
+        .collect();
+    policy::PolicySet::compile(&stored).err()
 }

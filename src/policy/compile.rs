@@ -1,0 +1,498 @@
+//! Building a `PolicySet` from stored rows: parsing each policy under its stored id, the checks
+//! (`@id`, `@holdcall_effect`, scope form, strict schema validation, guarded argument reads),
+//! and the compiled set itself.
+
+use std::collections::HashMap;
+
+use cedar_policy::{
+    ActionConstraint, Authorizer, EntityId, EntityTypeName, EntityUid, Policy, PolicyId,
+    PrincipalConstraint, ResourceConstraint, Schema, Template, ValidationMode, ValidationWarning,
+    Validator,
+};
+
+use crate::policy::conditions::{argument_guards_as_true, reads_arguments, unguarded_argument};
+use crate::policy::diff::set_text;
+use crate::policy::error::PolicyError;
+use crate::policy::index::Index;
+use crate::policy::render::{render_action, render_principal, render_resource, string_literal};
+use crate::policy::scope::{
+    Effect, Scope, specificity_of_scope, validate_scope_name, validate_tool_name,
+};
+
+/// The schema every policy is validated against, embedded so the binary cannot drift from it.
+pub(crate) const SCHEMA_TEXT: &str = include_str!("../../schema/holdcall.cedarschema");
+
+/// The annotation that carries Holdcall's three-valued effect on top of Cedar's two.
+pub(crate) const EFFECT_ANNOTATION: &str = "holdcall_effect";
+
+/// The annotation that names a policy; it must be the first one and agree with the stored id.
+pub(crate) const ID_ANNOTATION: &str = "id";
+
+/// One row of the policy table: its insertion order, id and Cedar text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredPolicy {
+    pub seq: i64,
+    pub id: String,
+    pub text: String,
+}
+
+/// What Holdcall derived from one compiled policy.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PolicyInfo {
+    pub id: String,
+    pub seq: i64,
+    pub effect: Effect,
+    pub specificity: i64,
+    pub text: String,
+}
+
+/// A policy that passed every check, with what the wrapper needs about it.
+struct Checked {
+    policy: Policy,
+    effect: Effect,
+    specificity: i64,
+    /// The scope read back from Cedar, for reasons ("deny tool X for every agent …").
+    scope: Scope,
+    /// Whether it has `when`/`unless`: shown in reasons because it matched only because of them.
+    conditional: bool,
+    /// Whether a condition reads `context.arguments`.
+    reads_arguments: bool,
+}
+
+/// Type names and the action, parsed once so `decide` builds requests without parsing.
+#[derive(Clone)]
+pub(super) struct Names {
+    pub(super) agent: EntityTypeName,
+    pub(super) connector: EntityTypeName,
+    pub(super) tool_name: EntityTypeName,
+    pub(super) tool: EntityTypeName,
+    pub(super) call: EntityUid,
+}
+
+impl Names {
+    fn new() -> Result<Names, String> {
+        let ty = |s: &str| s.parse::<EntityTypeName>().map_err(|e| e.to_string());
+        Ok(Names {
+            agent: ty("Agent")?,
+            connector: ty("Connector")?,
+            tool_name: ty("ToolName")?,
+            tool: ty("Tool")?,
+            call: EntityUid::from_type_name_and_id(ty("Action")?, EntityId::new("call")),
+        })
+    }
+}
+
+/// A compiled, immutable set of policies. Cheap to share (`Send + Sync`); rebuild it on change.
+pub struct PolicySet {
+    /// In seq order (ties by id, so the order is total).
+    pub(super) infos: Vec<PolicyInfo>,
+    /// Parallel to `infos`.
+    pub(super) scopes: Vec<(Scope, bool)>,
+    /// Parallel to `infos`: whether the policy reads `context.arguments`.
+    pub(super) reads_args: Vec<bool>,
+    pub(super) by_id: HashMap<String, usize>,
+    /// Every policy, in the one bucket its resource scope puts it in.
+    pub(super) index: Index,
+    pub(super) authorizer: Authorizer,
+    /// `None` only if Cedar refused our fixed type names, which would be a bug; `decide` then
+    /// denies everything rather than guess.
+    pub(super) names: Option<Names>,
+}
+
+const _: fn() = || {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<PolicySet>();
+};
+
+impl std::fmt::Debug for PolicySet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicySet")
+            .field("policies", &self.infos)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether the first thing in the text (after whitespace and `//` comments) is `@id`.
+fn starts_with_id_annotation(text: &str) -> bool {
+    let mut rest = text;
+    loop {
+        rest = rest.trim_start();
+        if let Some(comment) = rest.strip_prefix("//") {
+            rest = comment.split_once('\n').map_or("", |(_, after)| after);
+        } else {
+            break;
+        }
+    }
+    let Some(after_at) = rest.strip_prefix('@') else {
+        return false;
+    };
+    let Some(after_id) = after_at.trim_start().strip_prefix(ID_ANNOTATION) else {
+        return false;
+    };
+    // `@identifier` must not count as `@id`.
+    !after_id
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_alphanumeric() || c == '_')
+}
+
+pub(super) fn is_type(uid: &EntityUid, name: &str) -> bool {
+    uid.type_name().to_string() == name
+}
+
+/// Reads the scope into a `Scope`, refusing every form whose specificity we have not defined.
+fn read_scope(id: &str, policy: &Policy) -> Result<Scope, PolicyError> {
+    let unsupported = |part: &str, found: String| PolicyError::UnsupportedScope {
+        id: id.to_string(),
+        part: part.to_string(),
+        found,
+    };
+    let bad_name = |kind: &str, e: PolicyError| PolicyError::InvalidScopeEntity {
+        id: id.to_string(),
+        kind: kind.to_string(),
+        problem: e.to_string(),
+    };
+    let mut scope = Scope::default();
+
+    let principal = policy.principal_constraint();
+    match &principal {
+        PrincipalConstraint::Any => {}
+        PrincipalConstraint::Eq(u) if is_type(u, "Agent") => {
+            let name = u.id().unescaped();
+            // An empty name would match the unenrolled principal `Agent::""`.
+            validate_scope_name("agent", name).map_err(|e| bad_name("agent", e))?;
+            scope.agent = Some(name.to_string());
+        }
+        other => return Err(unsupported("principal", render_principal(other))),
+    }
+
+    let action = policy.action_constraint();
+    match &action {
+        ActionConstraint::Any => {}
+        ActionConstraint::Eq(u) if is_type(u, "Action") && u.id().unescaped() == "call" => {}
+        other => return Err(unsupported("action", render_action(other))),
+    }
+
+    let resource = policy.resource_constraint();
+    match &resource {
+        ResourceConstraint::Any => {}
+        ResourceConstraint::Eq(u) if is_type(u, "Tool") => {
+            // Connector names cannot contain `/`, so the first `/` splits the id.
+            let Some((connector, tool)) = u.id().unescaped().split_once('/') else {
+                return Err(PolicyError::InvalidScopeEntity {
+                    id: id.to_string(),
+                    kind: "tool".to_string(),
+                    problem: format!(
+                        "{u} has no `/`; an exact tool is written Tool::\"<connector>/<tool>\""
+                    ),
+                });
+            };
+            validate_scope_name("connector", connector).map_err(|e| bad_name("connector", e))?;
+            validate_tool_name(tool).map_err(|e| bad_name("tool", e))?;
+            scope.connector = Some(connector.to_string());
+            scope.tool = Some(tool.to_string());
+        }
+        ResourceConstraint::In(u) if is_type(u, "ToolName") => {
+            let tool = u.id().unescaped();
+            validate_tool_name(tool).map_err(|e| bad_name("tool", e))?;
+            scope.tool = Some(tool.to_string());
+        }
+        ResourceConstraint::In(u) if is_type(u, "Connector") => {
+            let connector = u.id().unescaped();
+            validate_scope_name("connector", connector).map_err(|e| bad_name("connector", e))?;
+            scope.connector = Some(connector.to_string());
+        }
+        other => return Err(unsupported("resource", render_resource(other))),
+    }
+    Ok(scope)
+}
+
+/// Reads Holdcall's effect from Cedar's effect and the `@holdcall_effect` annotation.
+fn read_effect(id: &str, policy: &Policy) -> Result<Effect, PolicyError> {
+    let problem = |p: String| PolicyError::EffectAnnotation {
+        id: id.to_string(),
+        problem: p,
+    };
+    match (policy.effect(), policy.annotation(EFFECT_ANNOTATION)) {
+        (cedar_policy::Effect::Permit, None | Some("allow")) => Ok(Effect::Allow),
+        (cedar_policy::Effect::Permit, Some(v)) => Err(problem(format!(
+            "{} on a permit; a permit can only allow (ask and deny rules are forbid policies, so \
+             any tool reading the raw Cedar treats them as not allowed)",
+            string_literal(v)
+        ))),
+        (cedar_policy::Effect::Forbid, None | Some("deny")) => Ok(Effect::Deny),
+        (cedar_policy::Effect::Forbid, Some("ask")) => Ok(Effect::Ask),
+        (cedar_policy::Effect::Forbid, Some(v)) => Err(problem(format!(
+            "{} on a forbid; a forbid is \"deny\" or \"ask\"",
+            string_literal(v)
+        ))),
+    }
+}
+
+/// Every check on one policy except schema validation (done with one validator for the set).
+fn check_one(stored_id: &str, text: &str) -> Result<(Policy, Effect), PolicyError> {
+    let id = stored_id.to_string();
+    let policy = match Policy::parse(Some(PolicyId::new(stored_id)), text) {
+        Ok(p) => p,
+        Err(e) => {
+            // `Policy::parse` refuses templates with a bare syntax error; say what it was.
+            if Template::parse(Some(PolicyId::new(stored_id)), text).is_ok() {
+                return Err(PolicyError::Template { id });
+            }
+            return Err(PolicyError::Syntax {
+                id,
+                message: e.to_string(),
+            });
+        }
+    };
+    match policy.annotation(ID_ANNOTATION) {
+        None => return Err(PolicyError::MissingId { id }),
+        Some(annotated) if annotated != stored_id => {
+            return Err(PolicyError::IdMismatch {
+                id,
+                annotated: annotated.to_string(),
+            });
+        }
+        Some(_) => {}
+    }
+    // Cedar keeps annotations in a map, so "first" can only be read from the text.
+    if !starts_with_id_annotation(text) {
+        return Err(PolicyError::IdNotFirst { id });
+    }
+    if let Some((key, _)) = policy
+        .annotations()
+        .find(|(k, _)| k.starts_with("holdcall_") && *k != EFFECT_ANNOTATION)
+    {
+        return Err(PolicyError::UnknownAnnotation {
+            id,
+            key: key.to_string(),
+        });
+    }
+    let effect = read_effect(stored_id, &policy)?;
+    Ok((policy, effect))
+}
+
+pub(crate) fn load_validator() -> Result<Validator, PolicyError> {
+    let (schema, _warnings) =
+        Schema::from_cedarschema_str(SCHEMA_TEXT).map_err(|e| PolicyError::Schema {
+            message: e.to_string(),
+        })?;
+    Ok(Validator::new(schema))
+}
+
+/// Strict validation of one policy. Cedar reports a policy that can never apply (e.g.
+/// `resource == ToolName::"x"`: the resource is always a `Tool`) only as a warning; such a rule
+/// is always a mistake, so it is refused like an error. Other warnings (confusable or
+/// bidirectional characters in names) are legitimate in tool names and are let through.
+fn validate_one(validator: &Validator, id: &str, policy: &Policy) -> Result<(), PolicyError> {
+    let problems = validation_problems(validator, id, policy);
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        let messages: Vec<&str> = problems.iter().map(|p| p.message.as_str()).collect();
+        Err(PolicyError::Validation {
+            id: id.to_string(),
+            message: messages.join("; "),
+        })
+    }
+}
+
+/// One finding of strict validation, with its byte span in the policy's text when Cedar gave one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ValidationProblem {
+    pub message: String,
+    pub span: Option<(usize, usize)>,
+    pub help: Option<String>,
+}
+
+fn problem_of(d: &(impl miette::Diagnostic + std::fmt::Display)) -> ValidationProblem {
+    let span = d
+        .labels()
+        .and_then(|mut l| l.next())
+        .map(|l| (l.offset(), l.len()));
+    ValidationProblem {
+        message: d.to_string(),
+        span,
+        help: d.help().map(|h| h.to_string()),
+    }
+}
+
+/// Whether a validation error is only "this argument attribute is not declared": arguments
+/// depend on the tool, so the schema cannot declare them (docs/decisions/0005).
+fn is_argument_access(message: &str) -> bool {
+    message.contains("attribute `arguments.") && message.contains("in context for")
+}
+
+/// Strict validation of one policy against the schema, every problem kept. Argument attributes
+/// are the one thing the schema cannot declare: errors about them alone are dropped, and a policy
+/// that reads them is also validated as a copy whose argument `has` tests are `true` (on the
+/// empty `arguments` record Cedar types them `false` and stops checking what they guard), so the
+/// rest of its condition is still type-checked.
+pub(crate) fn validation_problems(
+    validator: &Validator,
+    id: &str,
+    policy: &Policy,
+) -> Vec<ValidationProblem> {
+    let reads = reads_arguments(policy);
+    let mut out: Vec<ValidationProblem> = Vec::new();
+    let run = |p: &Policy, impossible_counts: bool, out: &mut Vec<ValidationProblem>| {
+        let mut single = cedar_policy::PolicySet::new();
+        if let Err(e) = single.add(p.clone()) {
+            out.push(ValidationProblem {
+                message: format!("policy {id}: {e}"),
+                span: None,
+                help: None,
+            });
+            return;
+        }
+        let result = validator.validate(&single, ValidationMode::Strict);
+        for e in result.validation_errors() {
+            let problem = problem_of(e);
+            if !is_argument_access(&problem.message)
+                && !out.iter().any(|o| o.message == problem.message)
+            {
+                out.push(problem);
+            }
+        }
+        for w in result.validation_warnings() {
+            let counts = match w {
+                ValidationWarning::ImpossiblePolicy(_) => impossible_counts,
+                ValidationWarning::InvalidActionApplication(_) => true,
+                _ => false,
+            };
+            if counts {
+                out.push(problem_of(w));
+            }
+        }
+    };
+    run(policy, !reads, &mut out);
+    if reads {
+        match argument_guards_as_true(id, policy) {
+            Some(copy) => run(&copy, true, &mut out),
+            None => out.push(ValidationProblem {
+                message: format!(
+                    "policy {id}: its argument conditions could not be prepared for validation"
+                ),
+                span: None,
+                help: None,
+            }),
+        }
+    }
+    out
+}
+
+/// The full check of one stored policy, in the order a user should fix things: syntax, id,
+/// annotations and effect, schema, then scope form.
+fn compile_one(validator: &Validator, id: &str, text: &str) -> Result<Checked, PolicyError> {
+    let (policy, effect) = check_one(id, text)?;
+    validate_one(validator, id, &policy)?;
+    let scope = read_scope(id, &policy)?;
+    // A permit that errors is skipped, which only takes an allow away; a forbid that errors
+    // would fail open in Cedar, so its argument reads must be guarded.
+    if effect != Effect::Allow
+        && let Some(path) = unguarded_argument(&policy)
+    {
+        return Err(PolicyError::UnguardedArgument {
+            id: id.to_string(),
+            path,
+        });
+    }
+    Ok(Checked {
+        reads_arguments: reads_arguments(&policy),
+        effect,
+        specificity: specificity_of_scope(&scope),
+        scope,
+        conditional: policy.has_non_scope_constraint(),
+        policy,
+    })
+}
+
+/// Parses and checks one policy as `PolicySet::compile` would, returning what a row stores.
+pub(crate) fn parse_effect_and_specificity(
+    id: &str,
+    text: &str,
+) -> Result<(Effect, i64), PolicyError> {
+    let validator = load_validator()?;
+    let checked = compile_one(&validator, id, text)?;
+    Ok((checked.effect, checked.specificity))
+}
+
+impl PolicySet {
+    /// No policies: every call is allowed ("no rule applies").
+    pub(crate) fn empty() -> PolicySet {
+        PolicySet {
+            infos: Vec::new(),
+            scopes: Vec::new(),
+            reads_args: Vec::new(),
+            by_id: HashMap::new(),
+            index: Index::default(),
+            authorizer: Authorizer::new(),
+            names: Names::new().ok(),
+        }
+    }
+
+    /// Parses each policy under its stored id and checks it (`@id` first and equal to the id,
+    /// `@holdcall_effect`, supported scope form, strict validation). The first failure, in
+    /// seq order, is the error. Input order does not matter; `seq` does.
+    pub fn compile(policies: &[StoredPolicy]) -> Result<PolicySet, PolicyError> {
+        PolicySet::build(policies, true)
+    }
+
+    /// `compile`, with or without the scope index (`false` puts every policy in the global
+    /// bucket: the reference the index is tested against).
+    pub(super) fn build(
+        policies: &[StoredPolicy],
+        indexed: bool,
+    ) -> Result<PolicySet, PolicyError> {
+        let names = Names::new().map_err(|message| PolicyError::Schema { message })?;
+        let validator = load_validator()?;
+        let mut sorted: Vec<&StoredPolicy> = policies.iter().collect();
+        sorted.sort_by(|a, b| (a.seq, &a.id).cmp(&(b.seq, &b.id)));
+
+        let mut set = PolicySet::empty();
+        set.names = Some(names);
+        for stored in sorted {
+            if set.by_id.contains_key(&stored.id) {
+                return Err(PolicyError::DuplicateId {
+                    id: stored.id.clone(),
+                });
+            }
+            let checked = compile_one(&validator, &stored.id, &stored.text)?;
+            let bucket = if indexed {
+                set.index.bucket_mut(&checked.scope)
+            } else {
+                &mut set.index.global
+            };
+            let half = match checked.effect {
+                Effect::Allow => &mut bucket.permits,
+                Effect::Ask | Effect::Deny => &mut bucket.forbids,
+            };
+            half.add(checked.policy)
+                .map_err(|e| PolicyError::DuplicateId {
+                    id: format!("{} ({e})", stored.id),
+                })?;
+            set.by_id.insert(stored.id.clone(), set.infos.len());
+            set.infos.push(PolicyInfo {
+                id: stored.id.clone(),
+                seq: stored.seq,
+                effect: checked.effect,
+                specificity: checked.specificity,
+                text: stored.text.clone(),
+            });
+            set.scopes.push((checked.scope, checked.conditional));
+            set.reads_args.push(checked.reads_arguments);
+        }
+        Ok(set)
+    }
+
+    /// Every policy, in seq order.
+    pub(crate) fn info(&self) -> &[PolicyInfo] {
+        &self.infos
+    }
+
+    /// The whole set as Cedar text: policies in seq order, one blank line between them, a
+    /// final newline; `""` when empty. Stable, so two versions can be diffed.
+    pub fn text(&self) -> String {
+        set_text(self.infos.iter().map(|i| i.text.as_str()))
+    }
+}
