@@ -1,5 +1,5 @@
-//! Lowercase hex, SHA-256 digests as hex, and random identifiers (session ids, machine ids, demo
-//! homes).
+//! Lowercase hex (and the four hex digits of a `\uXXXX` escape read back), SHA-256 digests as
+//! hex, and random identifiers (session ids, machine ids, demo homes).
 //!
 //! Owns: the one way Holdcall spells bytes as hex and draws random bytes. Must never: fall back
 //! to a predictable source silently (callers decide what a missing random source means).
@@ -8,6 +8,15 @@ use std::fmt::Write as _;
 use std::io::Read as _;
 
 use sha2::{Digest, Sha256};
+
+/// The four hex digits (either case, nothing else) at `pos`, as one UTF-16 unit.
+pub(crate) fn hex4(bytes: &[u8], pos: usize) -> Option<u16> {
+    let digits = bytes.get(pos..pos.checked_add(4)?)?;
+    digits.iter().try_fold(0u16, |acc, &digit| {
+        let value = char::from(digit).to_digit(16)?;
+        Some(acc << 4 | u16::try_from(value).ok()?)
+    })
+}
 
 /// `bytes` as lowercase hex.
 pub fn hex(bytes: &[u8]) -> String {

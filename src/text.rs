@@ -125,7 +125,7 @@ pub fn non_ascii_note(text: &str) -> Option<String> {
 /// never changes where a string ends. None when the text holds no such escape.
 pub fn decode_non_ascii_escapes(text: &str) -> Option<String> {
     fn hex4(s: &str) -> Option<u32> {
-        crate::mcp::json::escape::hex4(s.as_bytes(), 0).map(u32::from)
+        crate::ids::hex4(s.as_bytes(), 0).map(u32::from)
     }
     let mut out = String::with_capacity(text.len());
     let mut decoded_any = false;

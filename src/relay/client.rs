@@ -9,16 +9,16 @@ use std::time::Instant;
 
 use tokio::sync::mpsc;
 
+use super::classify::{self, Anomaly, ClientFrame};
 use super::held::HeldIds;
 use super::in_flight::{Forwarded, InFlight, Retries, RetryOf};
 use super::link::Link;
-use super::server::{ServerInput, write_server};
-use super::classify::{self, Anomaly, ClientFrame};
 use super::refusal;
-use crate::mcp::envelope;
-use crate::mcp::version::Negotiation;
+use super::server::{ServerInput, write_server};
 use crate::ipc::{Request, Response, Verdict, WireError};
 use crate::limits;
+use crate::mcp::envelope;
+use crate::mcp::version::Negotiation;
 
 /// The length of `s` once written as a JSON string.
 fn escaped_len(s: &str) -> usize {

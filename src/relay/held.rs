@@ -9,9 +9,9 @@ use tokio::sync::oneshot;
 
 use super::client::{ClientPump, refuse_to};
 use super::in_flight::{Forwarded, RetryOf};
+use super::refusal;
 use super::server::write_server;
 use crate::approval::Cause;
-use super::refusal;
 use crate::ipc::Release;
 use crate::limits;
 

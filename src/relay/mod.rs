@@ -36,9 +36,9 @@ use tokio::task::JoinHandle;
 
 use crate::config::Home;
 use crate::ipc::{self, Request, Response, SessionEnded, WireError};
+use crate::limits;
 use crate::mcp::line::{LineRead, read_line_capped};
 use crate::mcp::version::Negotiation;
-use crate::limits;
 use client::ClientPump;
 use in_flight::{InFlight, Retries, RetryStates};
 use link::{Link, refuse_all_held};

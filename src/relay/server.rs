@@ -9,15 +9,15 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::mpsc;
 
+use super::classify::Anomaly;
 use super::in_flight::{InFlight, Retries};
 use super::link::Link;
 use super::{RelayError, ServeOptions};
-use super::classify::Anomaly;
 use crate::ipc::Request;
+use crate::limits;
 use crate::mcp::envelope;
 use crate::mcp::line::{LineRead, read_line_capped};
 use crate::mcp::version::Negotiation;
-use crate::limits;
 
 /// The server's stdin, shared by the client pump and held calls released later; a line is
 /// written whole under the lock, so two lines never interleave. None once closed.

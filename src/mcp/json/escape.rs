@@ -1,9 +1,10 @@
 //! The one JSON string-escape decoder ([`decode_string_body`], and the token-level
-//! [`decode_wtf8`], [`decode_str`], [`decode_json_string`] over it), `hex4`, and the one encoder
+//! [`decode_wtf8`], [`decode_str`], [`decode_json_string`] over it), and the one encoder
 //! of a Rust string as a JSON string ([`push_json_string`]).
 
 use std::borrow::Cow;
 
+pub(crate) use crate::ids::hex4;
 use crate::mcp::json::scan::scan_string;
 
 /// Decodes one JSON string token (quotes included). `None` if `raw` is not exactly one valid
@@ -22,15 +23,6 @@ pub(crate) fn decode_str(raw: &[u8]) -> Option<Cow<'_, str>> {
         Cow::Borrowed(bytes) => std::str::from_utf8(bytes).ok().map(Cow::Borrowed),
         Cow::Owned(bytes) => String::from_utf8(bytes).ok().map(Cow::Owned),
     }
-}
-
-/// The four hex digits (either case, nothing else) at `pos`, as one UTF-16 unit.
-pub(crate) fn hex4(bytes: &[u8], pos: usize) -> Option<u16> {
-    let digits = bytes.get(pos..pos.checked_add(4)?)?;
-    digits.iter().try_fold(0u16, |acc, &digit| {
-        let value = char::from(digit).to_digit(16)?;
-        Some(acc << 4 | u16::try_from(value).ok()?)
-    })
 }
 
 /// Decodes one string token (quotes included) to WTF-8: UTF-8, except that an escaped lone
