@@ -1,16 +1,7 @@
 //! Every way of not getting a decision is a refusal, row by row, and no process other than
 //! this Holdcall build gets a decision or a journal entry out of the daemon.
 
-// Test code fails loudly: an unwrap or an index here is an assertion.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
-use common::*;
+use crate::common::*;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
