@@ -633,16 +633,6 @@ fn replacing_a_registration_keeps_one_secret_under_a_fresh_store_entry() {
     assert_eq!(secret_of(&env, &ss, "gh").as_deref(), Some("tok-new"));
 }
 
-/// True while `pid` is a live process (a zombie is not).
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| !rest.starts_with('Z') && !rest.starts_with('X')),
-        Err(_) => false,
-    }
-}
-
 #[test]
 fn a_sigkilled_relay_takes_its_credentialed_server_down() {
     let (env, _ss) = setup();

@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use crate::common::{Env, KillOnDrop, PATIENCE, alone, eventually, signal_pid};
+use crate::common::{Env, KillOnDrop, PATIENCE, alive, alone, eventually, signal_pid};
 use nix::sys::signal::Signal;
 
 /// The tests of this file run one at a time: the load test's CPU burners must not slow the
@@ -45,17 +45,6 @@ fn text(o: &std::process::Output) -> String {
 fn holder(env: &Env) -> Option<i64> {
     let v: serde_json::Value = serde_json::from_str(&env.ok(&["status", "--json"])).unwrap();
     v["pid"].as_i64()
-}
-
-fn alive(pid: i64) -> bool {
-    // A zombie still has a /proc entry; its state is Z.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => false,
-        Ok(s) => !s
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-    }
 }
 
 /// How many daemons the log says started listening (a socket put back is not a new daemon).

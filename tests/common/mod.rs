@@ -337,6 +337,18 @@ impl Drop for Env {
     }
 }
 
+/// True while `pid` is a live process: a zombie (state Z, or X while it is reaped) is not, and
+/// has closed its files.
+pub fn alive(pid: impl Into<i64>) -> bool {
+    let pid = pid.into();
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z') && !rest.starts_with('X')),
+        Err(_) => false,
+    }
+}
+
 /// Sends `signal` to the process `pid`, which the test started itself.
 pub fn signal_pid(pid: i32, signal: nix::sys::signal::Signal) -> nix::Result<()> {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal)
