@@ -108,3 +108,52 @@ impl Drop for Alone {
         CHANGED.notify_all();
     }
 }
+
+#[test]
+fn alone_waits_for_every_turn_and_holds_new_ones_back_but_not_a_second_one_of_a_holder() {
+    use std::sync::mpsc::channel;
+    use std::time::Duration;
+    let patience = super::PATIENCE;
+    let mine = Shared::take();
+    let (got_alone, alone_now) = channel();
+    let (release, released) = channel::<()>();
+    let loner = std::thread::spawn(move || {
+        let turn = alone();
+        got_alone.send(()).unwrap();
+        released.recv().unwrap();
+        drop(turn);
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        alone_now.try_recv().is_err(),
+        "alone() did not wait for a turn held"
+    );
+    let (got_shared, shared_now) = channel();
+    let newcomer = std::thread::spawn(move || {
+        let turn = Shared::take();
+        got_shared.send(()).unwrap();
+        drop(turn);
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        shared_now.try_recv().is_err(),
+        "a new turn did not wait for alone()"
+    );
+    // A thread that holds a turn gets a second one at once (a test with two homes).
+    let second = Shared::take();
+    drop((mine, second));
+    alone_now
+        .recv_timeout(patience)
+        .expect("alone() once no turn is held");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        shared_now.try_recv().is_err(),
+        "a new turn while a test is alone"
+    );
+    release.send(()).unwrap();
+    shared_now
+        .recv_timeout(patience)
+        .expect("a turn once alone() is dropped");
+    loner.join().unwrap();
+    newcomer.join().unwrap();
+}
