@@ -2,7 +2,6 @@
 //! helpers to drive a relay in front of the built-in demo server, which records every line it
 //! receives. Nothing here touches the real home, keyring or network: every command runs without
 //! the developer's D-Bus session, unless the test attached a private one (`SecretService`).
-#![allow(dead_code)]
 
 mod turns;
 
