@@ -4,15 +4,7 @@
 //! A test plays an MCP client program with a copy of `timeout` (it runs its arguments as a child
 //! and waits, passing stdio through): each copy is its own file, so two copies are two programs.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 
 /// A fresh copy of `timeout` at `<env>/name`: a client program of its own.

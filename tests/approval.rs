@@ -2,16 +2,7 @@
 //! a rule sends to a person is held without stalling its session, shown with its exact
 //! arguments, released or refused once, and journaled before the client hears.
 
-// Test code fails loudly: an unwrap or an index here is an assertion.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::process::{Child, Stdio};
 use std::sync::mpsc::Receiver;

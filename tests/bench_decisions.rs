@@ -2,12 +2,7 @@
 //! the daemon exactly as a relay does, so what it times is the real decision path, including the
 //! journal commit before each answer. No timing is asserted here (benchmarks are not tests).
 
-// Test helpers fail loudly: an unwrap here is an assertion.
-#![allow(clippy::unwrap_used)]
-
-mod common;
-
-use common::{Env, journal_rows};
+use crate::common::{Env, journal_rows};
 
 fn bench(env: &Env, args: &[&str]) -> serde_json::Value {
     let mut all = vec!["bench-decisions", "--json"];

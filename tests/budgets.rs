@@ -2,22 +2,10 @@
 //! refusal and its journal entry, what counts and what does not (refusals, retries of an
 //! input_required call, tasks), scopes, and `context.session` in a hand-written policy.
 
-// Test code fails loudly: an unwrap or an index here is an assertion.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
-use common::*;
+use crate::common::*;
 
 const OVER_BUDGET: &str = "Holdcall refused this call: this session has used up a budget that \
      caps how many such calls it may make. Do not retry automatically.";
-
-const DENIED: &str =
-    "Holdcall refused this call: a policy rule denies it. Do not retry automatically.";
 
 fn text_of(v: &serde_json::Value) -> &str {
     v["result"]["content"][0]["text"].as_str().unwrap_or("")
@@ -384,8 +372,6 @@ fn bad_budget_input_is_refused_with_a_clear_error_and_changes_nothing() {
 }
 
 /// The `_meta` a 2026-07-28 client puts in every request.
-const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}"#;
-
 #[test]
 fn a_2026_07_28_retry_with_input_responses_is_the_same_call_and_is_not_charged_twice() {
     let env = Env::fast();

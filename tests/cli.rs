@@ -1,15 +1,6 @@
 //! The command line as a user meets it: the demo, versions, bad input and status.
 
-// Test code fails loudly: an unwrap or an index here is an assertion.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
-use common::*;
+use crate::common::*;
 
 #[test]
 fn the_demo_shows_an_allowed_call_a_refused_one_the_log_and_a_verified_journal() {

@@ -3,16 +3,7 @@
 //! reaches only the registered command's environment, and a relay that cannot have it starts
 //! no server.
 
-// Test code fails loudly: an unwrap or an index here is an assertion.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
-use common::*;
+use crate::common::*;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -640,16 +631,6 @@ fn replacing_a_registration_keeps_one_secret_under_a_fresh_store_entry() {
     assert_ne!(first, second);
     assert_eq!(ss.accounts(&service_of(&env)), vec![second]);
     assert_eq!(secret_of(&env, &ss, "gh").as_deref(), Some("tok-new"));
-}
-
-/// True while `pid` is a live process (a zombie is not).
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| !rest.starts_with('Z') && !rest.starts_with('X')),
-        Err(_) => false,
-    }
 }
 
 #[test]

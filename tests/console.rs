@@ -3,16 +3,7 @@
 //! without the token and the API with it, a loopback-only bind, and a console that never
 //! writes the database and never starts the daemon.
 
-// Test code fails loudly: an unwrap or an index here is an assertion.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -2,25 +2,18 @@
 //! a second daemon cannot start, a removed socket is put back and never strands its daemon,
 //! credential passing is on before anyone can connect, an abnormal end is told by `status`,
 //! and `doctor` names a stray listener or a second daemon. All through the real binary.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use common::{Env, KillOnDrop, PATIENCE, eventually, signal_pid};
+use crate::common::{Env, KillOnDrop, PATIENCE, alive, alone, eventually, signal_pid};
 use nix::sys::signal::Signal;
 
 /// The tests of this file run one at a time: the load test's CPU burners must not slow the
 /// others past their deadlines (a daemon that takes longer than `DAEMON_START_TIMEOUT` to start
-/// is a failure, rightly).
+/// is a failure, rightly). The load test is also alone on the machine (`crate::common::alone`), so no
+/// other file's test meets the burners either.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
@@ -52,17 +45,6 @@ fn text(o: &std::process::Output) -> String {
 fn holder(env: &Env) -> Option<i64> {
     let v: serde_json::Value = serde_json::from_str(&env.ok(&["status", "--json"])).unwrap();
     v["pid"].as_i64()
-}
-
-fn alive(pid: i64) -> bool {
-    // A zombie still has a /proc entry; its state is Z.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => false,
-        Ok(s) => !s
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-    }
 }
 
 /// How many daemons the log says started listening (a socket put back is not a new daemon).
@@ -136,6 +118,8 @@ fn a_second_daemon_through_a_symlink_to_the_home_cannot_start_either() {
 #[test]
 fn a_command_that_starts_the_daemon_is_never_refused_as_an_impostor_on_a_loaded_machine() {
     let _serial = serial();
+    // The burners must not slow other files' tests either: the machine to this test alone.
+    let _alone = alone();
     // Regression for issue 12, item 10: the daemon turned credential passing on after it had
     // started listening, and a CLI that connected in between had its bytes refused ("came from
     // pid unknown"). Two CPU burners load the machine; each round a fresh home is started by
@@ -197,8 +181,11 @@ fn a_removed_socket_is_put_back_and_a_new_command_reaches_the_same_daemon() {
     assert_eq!(holder(&env), Some(pid));
     let mut r = env.relay("demo");
     r.handshake();
-    r.send(&common::call("1", "rm", "{}"));
-    assert!(common::is_refusal(&r.recv_json()), "the deny still holds");
+    r.send(&crate::common::call("1", "rm", "{}"));
+    assert!(
+        crate::common::is_refusal(&r.recv_json()),
+        "the deny still holds"
+    );
     drop(r);
     assert_eq!(holder(&env), Some(pid));
     let l = log(&env);
@@ -207,7 +194,7 @@ fn a_removed_socket_is_put_back_and_a_new_command_reaches_the_same_daemon() {
         l.contains("daemon.sock was removed; listening on a new one"),
         "{l}"
     );
-    let kinds: Vec<String> = common::journal_rows(&env.db())
+    let kinds: Vec<String> = crate::common::journal_rows(&env.db())
         .iter()
         .filter_map(|r| r["anomaly"].as_str().map(str::to_string))
         .collect();

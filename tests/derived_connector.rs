@@ -2,16 +2,7 @@
 //! command, and says so in the session's journal entry and in `inventory` (issue 12, item 9);
 //! `--connector` still wins.
 
-// Test code fails loudly: an unwrap or an index here is an assertion.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::PathBuf;
 
 /// The demo server under a name of its own: a symlink `server-notes` to the holdcall binary,

@@ -2,16 +2,7 @@
 //! an I/O error (nor of the daemon.log on the same full disk), `status` and `doctor` say the
 //! daemon cannot decide, and decisions resume on their own once space is back. Issue 12, item 3.
 
-// Test code fails loudly: an unwrap or an index here is an assertion.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
-use common::*;
+use crate::common::*;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;

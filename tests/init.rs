@@ -1,19 +1,11 @@
 //! `holdcall init`, `doctor` and `inventory` through the real binary, with HOME pointed at a
 //! temporary directory holding realistic config files of every client (tests/clients/).
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::Env;
+use crate::common::Env;
 
 /// Every fixture value that must never be printed carries this marker: environment values,
 /// account data in ~/.claude.json, credential-looking arguments, header values, URL secrets.
@@ -990,8 +982,8 @@ fn a_routed_entry_runs_as_its_client_starts_it_and_is_decided_under_its_connecto
         .spawn()
         .unwrap();
     let stdin = child.stdin.take();
-    let lines = common::lines_of(child.stdout.take().unwrap());
-    let mut relay = common::Relay {
+    let lines = crate::common::lines_of(child.stdout.take().unwrap());
+    let mut relay = crate::common::Relay {
         child,
         stdin,
         lines,
@@ -999,11 +991,11 @@ fn a_routed_entry_runs_as_its_client_starts_it_and_is_decided_under_its_connecto
         record,
     };
     relay.handshake();
-    relay.send(&common::call("1", "delete_file", r#"{"path":"/x"}"#));
-    assert!(common::is_refusal(&relay.recv_json()));
-    relay.send(&common::call("2", "echo", r#"{"text":"hi"}"#));
+    relay.send(&crate::common::call("1", "delete_file", r#"{"path":"/x"}"#));
+    assert!(crate::common::is_refusal(&relay.recv_json()));
+    relay.send(&crate::common::call("2", "echo", r#"{"text":"hi"}"#));
     assert_eq!(relay.recv_json()["id"], 2);
-    let rows = common::journal_rows(&env.db());
+    let rows = crate::common::journal_rows(&env.db());
     let start = rows.iter().find(|r| r["kind"] == "session.start").unwrap();
     assert_eq!(start["client"], "cursor", "{start}");
     let denied = rows

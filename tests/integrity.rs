@@ -4,16 +4,7 @@
 //! journal, and a daemon whose tables do not match refuses every call. Issue 12, items 1
 //! (freshness) and 6 (`verify` trusted the policies table).
 
-// Test code fails loudly: an unwrap or an index here is an assertion.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
-use common::*;
+use crate::common::*;
 use rusqlite::{Connection, params};
 
 /// Another connection to the database, as a person with `sqlite3` would open it while the

@@ -1,16 +1,7 @@
 //! Tampering with the journal by hand, as someone with `sqlite3` and write access would, is
 //! caught by `holdcall verify`, which names the entry.
 
-// Test code fails loudly: an unwrap or an index here is an assertion.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
-use common::*;
+use crate::common::*;
 use rusqlite::Connection;
 
 /// A home with a real session in its journal: rules, a start, calls, outcomes, an end.

@@ -2,16 +2,7 @@
 //! PATH, SHELL, TERM and USER) reaches the same home and the same daemon as the user's shell,
 //! whatever the shell sets (XDG_RUNTIME_DIR, XDG_DATA_HOME, HOLDCALL_HOME): issue 12, item 1.
 
-// Test code fails loudly: an unwrap or an index here is an assertion.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -1,16 +1,7 @@
 //! A daemon is trusted only for the home it serves: another home's real daemon (this build,
 //! this user) moved onto this home's socket path decides nothing here (issue 12, item 5).
 
-// Test code fails loudly: an unwrap or an index here is an assertion.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
-use common::*;
+use crate::common::*;
 
 fn socket_of(env: &Env) -> std::path::PathBuf {
     let v: serde_json::Value = serde_json::from_str(&env.ok(&["status", "--json"])).unwrap();

@@ -1,16 +1,7 @@
 //! Rules made on the command line, through the real binary and daemon: the precedence table
 //! from its data file, what the journal records of each change, and refusals of bad input.
 
-// Test code fails loudly: an unwrap or an index here is an assertion.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
-use common::*;
+use crate::common::*;
 use holdcall::policy::{Effect, Scope, parse_precedence_case};
 
 fn scope_args(s: &Scope) -> Vec<String> {

@@ -3,16 +3,7 @@
 //! of the demo server (whose tools are echo, add, big and delete_file; other tool names reach it
 //! too, and the journal records the daemon's decision for each call).
 
-// Test code fails loudly: an unwrap or an index here is an assertion.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
-use common::*;
+use crate::common::*;
 
 const EXAMPLES: [&str; 6] = [
     "project-writes",

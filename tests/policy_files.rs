@@ -1,16 +1,7 @@
 //! Policy files through the real binary and daemon: import, export, validate, diff, history,
 //! show --at, and argument conditions decided on calls relayed to the demo server.
 
-// Test code fails loudly: an unwrap or an index here is an assertion.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
-use common::*;
+use crate::common::*;
 
 fn write(env: &Env, name: &str, text: &str) -> String {
     let path = env.home().join(name);

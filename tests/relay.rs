@@ -1,16 +1,7 @@
 //! The relay through the real binary, a real daemon and the recording demo server: what reaches
 //! the server, what the client sees, and that refusals are exact.
 
-// Test code fails loudly: an unwrap or an index here is an assertion.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
-use common::*;
+use crate::common::*;
 
 #[test]
 fn an_allowed_call_reaches_the_server_byte_for_byte() {

@@ -3,15 +3,7 @@
 //! reason or a path is shown as `\u{…}` in `holdcall log`, `doctor` and `agent list`, never
 //! as itself.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
-use common::*;
+use crate::common::*;
 
 /// ESC (a terminal escape), U+202E (right-to-left override), U+200B (zero width space).
 const HOSTILE: [char; 3] = ['\u{1b}', '\u{202e}', '\u{200b}'];

@@ -15,16 +15,7 @@
 //! then on (`_meta` on every request, and Holdcall's refusal carries `resultType`). Both are
 //! sessions a real rmcp client really makes.
 
-// Test code fails loudly: an unwrap or an index here is an assertion.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

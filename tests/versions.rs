@@ -5,19 +5,7 @@
 //! what they write, so every relayed line is compared as bytes, both ways.
 //! `docs/protocol-versions.md` is the table these tests prove.
 
-// Test code fails loudly: an unwrap or an index here is an assertion.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
-use common::*;
-
-const DENIED: &str =
-    "Holdcall refused this call: a policy rule denies it. Do not retry automatically.";
+use crate::common::*;
 
 const BATCH_DENIED: &str = "Holdcall refused this batch: it carries a tools/call, and Holdcall \
      decides calls only one at a time. Send each call on its own.";
@@ -299,8 +287,6 @@ fn on_2025_11_25_task_calls_are_decided_like_any_call_and_tasks_and_elicitation_
 }
 
 /// The `_meta` a 2026-07-28 client puts in every request.
-const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}"#;
-
 #[test]
 fn on_2026_07_28_discover_meta_and_result_types_pass_through_refusals_say_complete_and_an_input_required_retry_is_decided_again()
  {

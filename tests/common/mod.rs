@@ -2,20 +2,24 @@
 //! helpers to drive a relay in front of the built-in demo server, which records every line it
 //! receives. Nothing here touches the real home, keyring or network: every command runs without
 //! the developer's D-Bus session, unless the test attached a private one (`SecretService`).
-#![allow(dead_code)]
-// Test helpers fail loudly: an unwrap here is an assertion.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
+
+mod turns;
+
+pub use turns::alone;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Output, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
+
+/// The refusal text of a call a policy rule denies.
+pub const DENIED: &str =
+    "Holdcall refused this call: a policy rule denies it. Do not retry automatically.";
+
+/// A 2026-07-28 request's `_meta` member (revision, capabilities, client info), to splice
+/// into a request's `params`.
+pub const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}"#;
 
 /// How long a test waits for something that should happen at once; generous for a loaded
 /// 2-core CI machine. Reaching it is a failure, never a pass.
@@ -36,6 +40,8 @@ pub struct Env {
     pub dir: tempfile::TempDir,
     /// The address of a private session bus this test attached (`Env::attach`), if any.
     bus: std::sync::OnceLock<String>,
+    /// This test's share of the machine, held while the environment lives (see `alone`).
+    _turn: turns::Shared,
 }
 
 impl Env {
@@ -46,6 +52,7 @@ impl Env {
     /// An environment whose directory is made under `base` (e.g. `CARGO_TARGET_TMPDIR`, on the
     /// real disk, for a test that needs file attributes a tmpfs lacks).
     pub fn new_in(base: &Path) -> Env {
+        let turn = turns::Shared::take();
         let dir = tempfile::Builder::new()
             .prefix("hc")
             .tempdir_in(base)
@@ -57,6 +64,7 @@ impl Env {
         Env {
             dir,
             bus: std::sync::OnceLock::new(),
+            _turn: turn,
         }
     }
 
@@ -325,6 +333,18 @@ pub fn fixture(name: &str) -> PathBuf {
 impl Drop for Env {
     fn drop(&mut self) {
         let _ = self.cmd(&["daemon", "stop"]).output();
+    }
+}
+
+/// True while `pid` is a live process: a zombie (state Z, or X while it is reaped) is not, and
+/// has closed its files.
+pub fn alive(pid: impl Into<i64>) -> bool {
+    let pid = pid.into();
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z') && !rest.starts_with('X')),
+        Err(_) => false,
     }
 }
 
