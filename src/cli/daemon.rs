@@ -2,7 +2,14 @@
 //! home's daemon, found through its lock and its socket. Must never signal a process that is
 //! not this Holdcall running as this user.
 
-use super::*;
+use std::time::{Duration, Instant};
+
+use super::args::DaemonCmd;
+use super::{CliError, home_and_config};
+use crate::config::Home;
+use crate::ipc::{self, Probe, Request, Response};
+use crate::limits;
+use crate::text::visible;
 
 pub(super) fn daemon_cmd(action: DaemonCmd) -> Result<i32, CliError> {
     let (home, config) = home_and_config()?;

@@ -36,7 +36,7 @@ fn file_heading(spec: &clients::FileSpec) -> String {
     )
 }
 
-pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliError> {
+pub(super) fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliError> {
     let home = Home::from_env()?;
     let backups = Backups::of(&home);
     let mut out = std::io::stdout().lock();
@@ -234,7 +234,7 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
 }
 
 /// `holdcall doctor [--json]`.
-pub fn doctor(json: bool) -> Result<i32, CliError> {
+pub(super) fn doctor(json: bool) -> Result<i32, CliError> {
     let ctx = crate::doctor::Ctx::from_env();
     let checks = crate::doctor::run(&ctx);
     let code = crate::doctor::exit_code(&checks);
@@ -286,7 +286,7 @@ struct Row {
 }
 
 /// `holdcall inventory [--json]`.
-pub fn inventory(json: bool) -> Result<i32, CliError> {
+pub(super) fn inventory(json: bool) -> Result<i32, CliError> {
     let places = Places::from_env()?;
     let mut rows = Vec::new();
     let mut unreadable = Vec::new();
