@@ -25,7 +25,6 @@ fn env_line(e: &Entry) -> Option<String> {
     })
 }
 
-/// `holdcall init [--write] | --undo BACKUP [--force]`.
 /// A client file as `init` heads its lines: the path (made visible), the client and the scope.
 fn file_heading(spec: &clients::FileSpec) -> String {
     format!(
@@ -36,24 +35,13 @@ fn file_heading(spec: &clients::FileSpec) -> String {
     )
 }
 
+/// `holdcall init [--write] | --undo BACKUP [--force]`.
 pub(super) fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliError> {
     let home = Home::from_env()?;
     let backups = Backups::of(&home);
     let mut out = std::io::stdout().lock();
     if let Some(which) = undo {
-        let done = backups.undo(&which, force)?;
-        writeln!(
-            out,
-            "restored {} from {}",
-            done.path.display(),
-            done.backup.display()
-        )?;
-        writeln!(
-            out,
-            "  what it held before this undo is saved in {}",
-            done.saved_as.display()
-        )?;
-        return Ok(0);
+        return undo_one(&mut out, &backups, &which, force);
     }
     let places = Places::from_env()?;
     let holdcall = clients::holdcall_command()?;
@@ -65,6 +53,12 @@ pub(super) fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32
     let target = clients::Target {
         home: &home_dir,
         user_home: &places.home,
+    };
+    let routing = Routing {
+        holdcall: &holdcall,
+        home_dir: &home_dir,
+        home: &home,
+        places: &places,
     };
     let mut plans = Vec::new();
     let mut refused = Vec::new();
@@ -96,101 +90,162 @@ pub(super) fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32
         };
         writeln!(out, "{}", file_heading(&spec))?;
         for e in &loaded.entries {
-            let name = visible(&e.name);
-            let group = visible(&e.group_label());
-            match &e.state {
-                EntryState::NotRouted
-                    if plan
-                        .as_ref()
-                        .is_some_and(|p| p.routed.contains(&(e.group.clone(), e.name.clone()))) =>
-                {
-                    let connector = plan
-                        .as_ref()
-                        .and_then(|p| {
-                            p.connectors
-                                .iter()
-                                .find(|(g, n, _)| g == &e.group && n == &e.name)
-                        })
-                        .map(|(_, _, c)| c.clone())
-                        .unwrap_or_else(|| e.connector.clone());
-                    if connector == e.name {
-                        writeln!(out, "  route {group} {name}")?;
-                    } else {
-                        writeln!(
-                            out,
-                            "  route {group} {name} as connector {connector} (its name is not a valid connector name)"
-                        )?;
-                    }
-                    let cmd = e.command.as_deref().unwrap_or("");
-                    writeln!(out, "    - {}", show_command(cmd, &e.args))?;
-                    let mut args = clients::serve_prefix(spec.client, &connector, &home_dir);
-                    args.push(cmd.to_string());
-                    args.extend(e.args.iter().cloned());
-                    writeln!(out, "    + {}", show_command(&holdcall, &args))?;
-                    if let Some(env) = env_line(e) {
-                        writeln!(out, "      {env}")?;
-                    }
-                }
-                EntryState::OtherHoldcall(other)
-                    if plan
-                        .as_ref()
-                        .is_some_and(|p| p.routed.contains(&(e.group.clone(), e.name.clone()))) =>
-                {
-                    writeln!(
-                        out,
-                        "  re-route {group} {name}: {}; this holdcall takes its place, its arguments stay",
-                        other.reason()
-                    )?;
-                    let cmd = e.command.as_deref().unwrap_or("");
-                    let mut args = Vec::new();
-                    if e.home_arg.is_none() && e.lands_elsewhere(home.dir(), &places.home).is_some()
-                    {
-                        args.extend(["--home".to_string(), home_dir.clone()]);
-                    }
-                    args.extend(e.args.iter().cloned());
-                    writeln!(out, "    - {}", show_command(cmd, &e.args))?;
-                    writeln!(out, "    + {}", show_command(&holdcall, &args))?;
-                }
-                EntryState::Routed
-                    if plan
-                        .as_ref()
-                        .is_some_and(|p| p.routed.contains(&(e.group.clone(), e.name.clone()))) =>
-                {
-                    let theirs = e
-                        .relay_home(&places.home)
-                        .map(|p| visible(&p.display().to_string()))
-                        .unwrap_or_else(|| "no home at all".into());
-                    writeln!(
-                        out,
-                        "  re-home {group} {name}: a client that starts it with a minimal environment would reach the home {theirs}; it gets --home {}",
-                        visible(&home_dir)
-                    )?;
-                    let cmd = e.command.as_deref().unwrap_or("");
-                    let mut args = vec!["--home".to_string(), home_dir.clone()];
-                    args.extend(e.args.iter().cloned());
-                    writeln!(out, "    - {}", show_command(cmd, &e.args))?;
-                    writeln!(out, "    + {}", show_command(&holdcall, &args))?;
-                }
-                EntryState::NotRouted | EntryState::OtherHoldcall(_) => writeln!(
-                    out,
-                    "  left alone {group} {name}: holdcall cannot rewrite this layout; route it by hand"
-                )?,
-                EntryState::Routed => writeln!(out, "  already routed {group} {name}")?,
-                EntryState::Remote => writeln!(
-                    out,
-                    "  remote, left alone {group} {name} ({} {})",
-                    e.transport,
-                    visible(&inspect::redact_url(e.url.as_deref().unwrap_or("")))
-                )?,
-                EntryState::Unrecognized(why) => {
-                    writeln!(out, "  left alone {group} {name}: {why}")?
-                }
-            }
+            entry_lines(&mut out, &spec, e, &plan, &routing)?;
         }
         if let Some(p) = plan {
             plans.push((spec, p));
         }
     }
+    finish(&mut out, found, refused, &plans, write, &backups)
+}
+
+/// `holdcall init --undo BACKUP [--force]`: the file put back, and where what it held is saved.
+fn undo_one(
+    out: &mut impl Write,
+    backups: &Backups,
+    which: &str,
+    force: bool,
+) -> Result<i32, CliError> {
+    let done = backups.undo(which, force)?;
+    writeln!(
+        out,
+        "restored {} from {}",
+        done.path.display(),
+        done.backup.display()
+    )?;
+    writeln!(
+        out,
+        "  what it held before this undo is saved in {}",
+        done.saved_as.display()
+    )?;
+    Ok(0)
+}
+
+/// What every entry's lines need: this holdcall's command, the home it routes to (as text and
+/// as the home), and the user's places.
+struct Routing<'a> {
+    holdcall: &'a String,
+    home_dir: &'a String,
+    home: &'a Home,
+    places: &'a Places,
+}
+
+/// One entry's lines in `init`'s report: routed, re-routed, re-homed (each with the command
+/// before and after), or why it is left alone. It stays one match (about 100 lines): each arm
+/// is one state's lines, read top to bottom as `init` prints them.
+fn entry_lines(
+    out: &mut impl Write,
+    spec: &clients::FileSpec,
+    e: &Entry,
+    plan: &Option<clients::Plan>,
+    routing: &Routing,
+) -> std::io::Result<()> {
+    let (holdcall, home_dir, home, places) = (
+        routing.holdcall,
+        routing.home_dir,
+        routing.home,
+        routing.places,
+    );
+    let name = visible(&e.name);
+    let group = visible(&e.group_label());
+    match &e.state {
+        EntryState::NotRouted
+            if plan
+                .as_ref()
+                .is_some_and(|p| p.routed.contains(&(e.group.clone(), e.name.clone()))) =>
+        {
+            let connector = plan
+                .as_ref()
+                .and_then(|p| {
+                    p.connectors
+                        .iter()
+                        .find(|(g, n, _)| g == &e.group && n == &e.name)
+                })
+                .map(|(_, _, c)| c.clone())
+                .unwrap_or_else(|| e.connector.clone());
+            if connector == e.name {
+                writeln!(out, "  route {group} {name}")?;
+            } else {
+                writeln!(
+                    out,
+                    "  route {group} {name} as connector {connector} (its name is not a valid connector name)"
+                )?;
+            }
+            let cmd = e.command.as_deref().unwrap_or("");
+            writeln!(out, "    - {}", show_command(cmd, &e.args))?;
+            let mut args = clients::serve_prefix(spec.client, &connector, &home_dir);
+            args.push(cmd.to_string());
+            args.extend(e.args.iter().cloned());
+            writeln!(out, "    + {}", show_command(&holdcall, &args))?;
+            if let Some(env) = env_line(e) {
+                writeln!(out, "      {env}")?;
+            }
+        }
+        EntryState::OtherHoldcall(other)
+            if plan
+                .as_ref()
+                .is_some_and(|p| p.routed.contains(&(e.group.clone(), e.name.clone()))) =>
+        {
+            writeln!(
+                out,
+                "  re-route {group} {name}: {}; this holdcall takes its place, its arguments stay",
+                other.reason()
+            )?;
+            let cmd = e.command.as_deref().unwrap_or("");
+            let mut args = Vec::new();
+            if e.home_arg.is_none() && e.lands_elsewhere(home.dir(), &places.home).is_some() {
+                args.extend(["--home".to_string(), home_dir.clone()]);
+            }
+            args.extend(e.args.iter().cloned());
+            writeln!(out, "    - {}", show_command(cmd, &e.args))?;
+            writeln!(out, "    + {}", show_command(&holdcall, &args))?;
+        }
+        EntryState::Routed
+            if plan
+                .as_ref()
+                .is_some_and(|p| p.routed.contains(&(e.group.clone(), e.name.clone()))) =>
+        {
+            let theirs = e
+                .relay_home(&places.home)
+                .map(|p| visible(&p.display().to_string()))
+                .unwrap_or_else(|| "no home at all".into());
+            writeln!(
+                out,
+                "  re-home {group} {name}: a client that starts it with a minimal environment would reach the home {theirs}; it gets --home {}",
+                visible(&home_dir)
+            )?;
+            let cmd = e.command.as_deref().unwrap_or("");
+            let mut args = vec!["--home".to_string(), home_dir.clone()];
+            args.extend(e.args.iter().cloned());
+            writeln!(out, "    - {}", show_command(cmd, &e.args))?;
+            writeln!(out, "    + {}", show_command(&holdcall, &args))?;
+        }
+        EntryState::NotRouted | EntryState::OtherHoldcall(_) => writeln!(
+            out,
+            "  left alone {group} {name}: holdcall cannot rewrite this layout; route it by hand"
+        )?,
+        EntryState::Routed => writeln!(out, "  already routed {group} {name}")?,
+        EntryState::Remote => writeln!(
+            out,
+            "  remote, left alone {group} {name} ({} {})",
+            e.transport,
+            visible(&inspect::redact_url(e.url.as_deref().unwrap_or("")))
+        )?,
+        EntryState::Unrecognized(why) => writeln!(out, "  left alone {group} {name}: {why}")?,
+    }
+    Ok(())
+}
+
+/// What `init` says and does once every file is read: nothing found, a refusal, nothing to
+/// change, the dry run's last line, or each file written with its backup.
+fn finish(
+    out: &mut impl Write,
+    found: usize,
+    refused: Vec<ClientConfigError>,
+    plans: &[(clients::FileSpec, clients::Plan)],
+    write: bool,
+    backups: &Backups,
+) -> Result<i32, CliError> {
     if found == 0 {
         writeln!(
             out,
@@ -217,7 +272,7 @@ pub(super) fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32
         )?;
         return Ok(0);
     }
-    for (spec, plan) in &plans {
+    for (spec, plan) in plans {
         let backup = backups.write(spec.client, &spec.path, plan)?;
         writeln!(
             out,
@@ -285,6 +340,41 @@ struct Row {
     env: Vec<String>,
 }
 
+impl Row {
+    /// One configured server as `inventory` lists it (arguments and URL redacted).
+    fn of(spec: &clients::FileSpec, e: &Entry) -> Row {
+        let pin = match (&e.state, e.upstream()) {
+            (EntryState::Remote, _) => None,
+            (_, Some((cmd, args))) => Some(inspect::pin(&cmd, &args)),
+            _ => Some(inspect::Pin::Unknown("no command".into())),
+        };
+        Row {
+            client: spec.client.id(),
+            scope: e.scope.clone(),
+            file: spec.path.display().to_string(),
+            name: e.name.clone(),
+            connector: e.connector.clone(),
+            connector_derived_from: e.connector_from.clone(),
+            transport: e.transport.clone(),
+            state: e.state.label(),
+            routed: e.state == EntryState::Routed,
+            not_routed_because: match &e.state {
+                EntryState::OtherHoldcall(o) => Some(o.reason()),
+                _ => None,
+            },
+            pinned: pin.as_ref().map(|p| p.label()).unwrap_or("n/a"),
+            pin_detail: pin
+                .as_ref()
+                .map(|p| p.detail().to_string())
+                .unwrap_or_default(),
+            command: e.command.clone(),
+            args: inspect::redact_args(&e.args),
+            url: e.url.as_deref().map(inspect::redact_url),
+            env: e.env_names.clone(),
+        }
+    }
+}
+
 /// `holdcall inventory [--json]`.
 pub(super) fn inventory(json: bool) -> Result<i32, CliError> {
     let places = Places::from_env()?;
@@ -300,35 +390,7 @@ pub(super) fn inventory(json: bool) -> Result<i32, CliError> {
             })),
             FileState::Read(l) => {
                 for e in &l.entries {
-                    let pin = match (&e.state, e.upstream()) {
-                        (EntryState::Remote, _) => None,
-                        (_, Some((cmd, args))) => Some(inspect::pin(&cmd, &args)),
-                        _ => Some(inspect::Pin::Unknown("no command".into())),
-                    };
-                    rows.push(Row {
-                        client: spec.client.id(),
-                        scope: e.scope.clone(),
-                        file: spec.path.display().to_string(),
-                        name: e.name.clone(),
-                        connector: e.connector.clone(),
-                        connector_derived_from: e.connector_from.clone(),
-                        transport: e.transport.clone(),
-                        state: e.state.label(),
-                        routed: e.state == EntryState::Routed,
-                        not_routed_because: match &e.state {
-                            EntryState::OtherHoldcall(o) => Some(o.reason()),
-                            _ => None,
-                        },
-                        pinned: pin.as_ref().map(|p| p.label()).unwrap_or("n/a"),
-                        pin_detail: pin
-                            .as_ref()
-                            .map(|p| p.detail().to_string())
-                            .unwrap_or_default(),
-                        command: e.command.clone(),
-                        args: inspect::redact_args(&e.args),
-                        url: e.url.as_deref().map(inspect::redact_url),
-                        env: e.env_names.clone(),
-                    });
+                    rows.push(Row::of(&spec, e));
                 }
             }
         }
