@@ -3,6 +3,12 @@
 //! Owns: parsing (clap), rendering for people and `--json` for programs. Must never: hold
 //! business logic (decisions are the daemon's, records are the journal's), or write to the
 //! database (changes go through the daemon; listings read it read-only).
+//!
+//! Here: `CliError`, `run` (one arm per command, dispatching to its file) and the daemon client
+//! every command shares (`ask_daemon`). One file per command group: `args` (the clap grammar),
+//! `serve`, `daemon`, `policy`, `budget`, `agent`, `connector` (with `prompt`, the secret
+//! prompt), `approve` (approve, reject), `log` (log, verify), `status`, `setup` (init, doctor's
+//! output, inventory); `render` holds the output helpers they share.
 
 use std::io::Write;
 use std::time::Duration;
