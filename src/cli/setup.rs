@@ -173,10 +173,10 @@ fn entry_lines(
             }
             let cmd = e.command.as_deref().unwrap_or("");
             writeln!(out, "    - {}", show_command(cmd, &e.args))?;
-            let mut args = clients::serve_prefix(spec.client, &connector, &home_dir);
+            let mut args = clients::serve_prefix(spec.client, &connector, home_dir);
             args.push(cmd.to_string());
             args.extend(e.args.iter().cloned());
-            writeln!(out, "    + {}", show_command(&holdcall, &args))?;
+            writeln!(out, "    + {}", show_command(holdcall, &args))?;
             if let Some(env) = env_line(e) {
                 writeln!(out, "      {env}")?;
             }
@@ -198,7 +198,7 @@ fn entry_lines(
             }
             args.extend(e.args.iter().cloned());
             writeln!(out, "    - {}", show_command(cmd, &e.args))?;
-            writeln!(out, "    + {}", show_command(&holdcall, &args))?;
+            writeln!(out, "    + {}", show_command(holdcall, &args))?;
         }
         EntryState::Routed
             if plan
@@ -212,13 +212,13 @@ fn entry_lines(
             writeln!(
                 out,
                 "  re-home {group} {name}: a client that starts it with a minimal environment would reach the home {theirs}; it gets --home {}",
-                visible(&home_dir)
+                visible(home_dir)
             )?;
             let cmd = e.command.as_deref().unwrap_or("");
             let mut args = vec!["--home".to_string(), home_dir.clone()];
             args.extend(e.args.iter().cloned());
             writeln!(out, "    - {}", show_command(cmd, &e.args))?;
-            writeln!(out, "    + {}", show_command(&holdcall, &args))?;
+            writeln!(out, "    + {}", show_command(holdcall, &args))?;
         }
         EntryState::NotRouted | EntryState::OtherHoldcall(_) => writeln!(
             out,
