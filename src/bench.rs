@@ -19,7 +19,7 @@ use crate::relay::classify;
 
 /// What `holdcall bench-decisions` was asked to do.
 #[derive(Debug, Clone)]
-pub struct BenchOptions {
+pub(crate) struct BenchOptions {
     /// Concurrent connections, each one relay's session.
     pub relays: usize,
     /// Timed calls per relay.
@@ -32,7 +32,7 @@ pub struct BenchOptions {
 
 /// The timed part of one run.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct BenchReport {
+pub(crate) struct BenchReport {
     pub relays: usize,
     pub calls_per_relay: usize,
     /// Timed decisions across all relays.
@@ -73,7 +73,7 @@ pub enum BenchError {
 }
 
 /// The value at quantile `q` (nearest rank) of sorted samples; 0 for none.
-pub fn percentile(sorted: &[u64], q: f64) -> u64 {
+pub(crate) fn percentile(sorted: &[u64], q: f64) -> u64 {
     if sorted.is_empty() {
         return 0;
     }
@@ -183,7 +183,7 @@ impl Relay {
 
 /// Opens every relay's session, runs the warmup, then times `calls` decisions per relay with
 /// every relay running at once (one call in flight per relay, as a relay does).
-pub async fn run(home: Home, opts: BenchOptions) -> Result<BenchReport, BenchError> {
+pub(crate) async fn run(home: Home, opts: BenchOptions) -> Result<BenchReport, BenchError> {
     if opts.relays == 0 || opts.calls == 0 {
         return Err(BenchError::Options(
             "--relays and --calls must be at least 1".into(),

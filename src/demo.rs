@@ -77,7 +77,7 @@ fn is_error(answer: &Value) -> bool {
 }
 
 /// Runs the tour. Exit code 0 when every step did what it should.
-pub fn run() -> Result<i32, String> {
+pub(crate) fn run() -> Result<i32, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
     let home = fresh_home()?;
     let tour = Tour {
@@ -203,7 +203,7 @@ fn tour_steps(t: &Tour) -> Result<(), String> {
 /// The demo MCP server: three tools, newline-delimited JSON-RPC on stdin/stdout. With
 /// `record`, every line received is appended to that file first, byte for byte.
 /// With `stubborn`, it ignores SIGTERM and stays after its input ends, so only SIGKILL stops it.
-pub fn serve_demo(record: Option<&Path>, stubborn: bool) -> std::io::Result<()> {
+pub(crate) fn serve_demo(record: Option<&Path>, stubborn: bool) -> std::io::Result<()> {
     if stubborn {
         let mut term = nix::sys::signal::SigSet::empty();
         term.add(nix::sys::signal::Signal::SIGTERM);

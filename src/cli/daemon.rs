@@ -2,7 +2,14 @@
 //! home's daemon, found through its lock and its socket. Must never signal a process that is
 //! not this Holdcall running as this user.
 
-use super::*;
+use std::time::{Duration, Instant};
+
+use super::args::DaemonCmd;
+use super::{CliError, home_and_config};
+use crate::config::Home;
+use crate::ipc::{self, Probe, Request, Response};
+use crate::limits;
+use crate::text::visible;
 
 pub(super) fn daemon_cmd(action: DaemonCmd) -> Result<i32, CliError> {
     let (home, config) = home_and_config()?;
@@ -158,45 +165,7 @@ pub(super) async fn daemon_line(home: &Home) -> DaemonLine {
                 )
             }
         }
-        Probe::Ours(mut conn) => match conn
-            .call(&Request::Status, limits::CLI_REQUEST_TIMEOUT)
-            .await
-        {
-            Ok(Response::Status {
-                pid,
-                version,
-                cannot_decide: Some(why),
-                ..
-            }) => DaemonLine {
-                text: format!(
-                    "daemon   running (pid {pid}, version {version}) but CANNOT DECIDE: {}",
-                    visible(&why)
-                ),
-                code: 1,
-                pid: holder.or(i32::try_from(pid).ok()),
-            },
-            Ok(Response::Status {
-                pid,
-                version,
-                sessions,
-                durability,
-                ..
-            }) => DaemonLine {
-                text: format!(
-                    "daemon   running (pid {pid}, version {version}, {sessions} live session(s), durability {durability})"
-                ),
-                code: 0,
-                pid: holder.or(i32::try_from(pid).ok()),
-            },
-            Ok(_) | Err(_) => line(
-                format!(
-                    "daemon   running{} but not answering on {}",
-                    holder.map(|p| format!(" (pid {p})")).unwrap_or_default(),
-                    socket.display()
-                ),
-                1,
-            ),
-        },
+        Probe::Ours(conn) => answering(home, holder, conn).await,
         Probe::OtherHome { pid, why } => line(
             format!("daemon   ANOTHER HOME'S -- pid {pid} on this home's socket: {why}"),
             1,
@@ -206,6 +175,56 @@ pub(super) async fn daemon_line(home: &Home) -> DaemonLine {
                 "daemon   running (pid {pid}) but not answering on {} within {:?} (stopped or hung?)",
                 socket.display(),
                 limits::DAEMON_HELLO_TIMEOUT
+            ),
+            1,
+        ),
+    }
+}
+
+/// The line for a verified daemon of this build: what it says of itself, or that it does not
+/// answer.
+async fn answering(home: &Home, holder: Option<i32>, mut conn: ipc::Conn) -> DaemonLine {
+    let socket = home.socket_path();
+    let line = |text: String, code: i32| DaemonLine {
+        text,
+        code,
+        pid: holder,
+    };
+    match conn
+        .call(&Request::Status, limits::CLI_REQUEST_TIMEOUT)
+        .await
+    {
+        Ok(Response::Status {
+            pid,
+            version,
+            cannot_decide: Some(why),
+            ..
+        }) => DaemonLine {
+            text: format!(
+                "daemon   running (pid {pid}, version {version}) but CANNOT DECIDE: {}",
+                visible(&why)
+            ),
+            code: 1,
+            pid: holder.or(i32::try_from(pid).ok()),
+        },
+        Ok(Response::Status {
+            pid,
+            version,
+            sessions,
+            durability,
+            ..
+        }) => DaemonLine {
+            text: format!(
+                "daemon   running (pid {pid}, version {version}, {sessions} live session(s), durability {durability})"
+            ),
+            code: 0,
+            pid: holder.or(i32::try_from(pid).ok()),
+        },
+        Ok(_) | Err(_) => line(
+            format!(
+                "daemon   running{} but not answering on {}",
+                holder.map(|p| format!(" (pid {p})")).unwrap_or_default(),
+                socket.display()
             ),
             1,
         ),

@@ -7,8 +7,8 @@ use std::io::Write;
 use super::CliError;
 use crate::clients::inspect::{self, show_command};
 use crate::clients::{self, ClientConfigError, FileState, Places};
-use crate::config::Home;
 use crate::routing::{self, RoutedEntry, Routing, backup::Backups};
+use crate::config::Home;
 use crate::text::visible;
 
 fn env_line(e: &RoutedEntry) -> Option<String> {
@@ -24,7 +24,6 @@ fn env_line(e: &RoutedEntry) -> Option<String> {
     })
 }
 
-/// `holdcall init [--write] | --undo BACKUP [--force]`.
 /// A client file as `init` heads its lines: the path (made visible), the client and the scope.
 fn file_heading(spec: &clients::FileSpec) -> String {
     format!(
@@ -35,24 +34,13 @@ fn file_heading(spec: &clients::FileSpec) -> String {
     )
 }
 
-pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliError> {
+/// `holdcall init [--write] | --undo BACKUP [--force]`.
+pub(super) fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliError> {
     let home = Home::from_env()?;
     let backups = Backups::of(&home);
     let mut out = std::io::stdout().lock();
     if let Some(which) = undo {
-        let done = backups.undo(&which, force)?;
-        writeln!(
-            out,
-            "restored {} from {}",
-            done.path.display(),
-            done.backup.display()
-        )?;
-        writeln!(
-            out,
-            "  what it held before this undo is saved in {}",
-            done.saved_as.display()
-        )?;
-        return Ok(0);
+        return undo_one(&mut out, &backups, &which, force);
     }
     let places = Places::from_env()?;
     let holdcall = routing::holdcall_command()?;
@@ -64,6 +52,12 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
     let target = routing::Target {
         home: &home_dir,
         user_home: &places.home,
+    };
+    let routing = Destination {
+        holdcall: &holdcall,
+        home_dir: &home_dir,
+        home: &home,
+        places: &places,
     };
     let mut plans = Vec::new();
     let mut refused = Vec::new();
@@ -95,99 +89,162 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
         };
         writeln!(out, "{}", file_heading(&spec))?;
         for e in &loaded.entries {
-            let name = visible(&e.name);
-            let group = visible(&e.group_label());
-            match &e.state {
-                Routing::NotRouted
-                    if plan
-                        .as_ref()
-                        .is_some_and(|p| p.routed.contains(&(e.group.clone(), e.name.clone()))) =>
-                {
-                    let connector = plan
-                        .as_ref()
-                        .and_then(|p| {
-                            p.connectors
-                                .iter()
-                                .find(|(g, n, _)| g == &e.group && n == &e.name)
-                        })
-                        .map(|(_, _, c)| c.clone())
-                        .unwrap_or_else(|| e.connector.clone());
-                    if connector == e.name {
-                        writeln!(out, "  route {group} {name}")?;
-                    } else {
-                        writeln!(
-                            out,
-                            "  route {group} {name} as connector {connector} (its name is not a valid connector name)"
-                        )?;
-                    }
-                    let cmd = e.command.as_deref().unwrap_or("");
-                    writeln!(out, "    - {}", show_command(cmd, &e.args))?;
-                    let mut args = routing::serve_prefix(spec.client, &connector, &home_dir);
-                    args.push(cmd.to_string());
-                    args.extend(e.args.iter().cloned());
-                    writeln!(out, "    + {}", show_command(&holdcall, &args))?;
-                    if let Some(env) = env_line(e) {
-                        writeln!(out, "      {env}")?;
-                    }
-                }
-                Routing::OtherHoldcall(other)
-                    if plan
-                        .as_ref()
-                        .is_some_and(|p| p.routed.contains(&(e.group.clone(), e.name.clone()))) =>
-                {
-                    writeln!(
-                        out,
-                        "  re-route {group} {name}: {}; this holdcall takes its place, its arguments stay",
-                        other.reason()
-                    )?;
-                    let cmd = e.command.as_deref().unwrap_or("");
-                    let mut args = Vec::new();
-                    if e.home_arg.is_none() && e.lands_elsewhere(home.dir(), &places.home).is_some()
-                    {
-                        args.extend(["--home".to_string(), home_dir.clone()]);
-                    }
-                    args.extend(e.args.iter().cloned());
-                    writeln!(out, "    - {}", show_command(cmd, &e.args))?;
-                    writeln!(out, "    + {}", show_command(&holdcall, &args))?;
-                }
-                Routing::Routed
-                    if plan
-                        .as_ref()
-                        .is_some_and(|p| p.routed.contains(&(e.group.clone(), e.name.clone()))) =>
-                {
-                    let theirs = e
-                        .relay_home(&places.home)
-                        .map(|p| visible(&p.display().to_string()))
-                        .unwrap_or_else(|| "no home at all".into());
-                    writeln!(
-                        out,
-                        "  re-home {group} {name}: a client that starts it with a minimal environment would reach the home {theirs}; it gets --home {}",
-                        visible(&home_dir)
-                    )?;
-                    let cmd = e.command.as_deref().unwrap_or("");
-                    let mut args = vec!["--home".to_string(), home_dir.clone()];
-                    args.extend(e.args.iter().cloned());
-                    writeln!(out, "    - {}", show_command(cmd, &e.args))?;
-                    writeln!(out, "    + {}", show_command(&holdcall, &args))?;
-                }
-                Routing::NotRouted | Routing::OtherHoldcall(_) => writeln!(
-                    out,
-                    "  left alone {group} {name}: holdcall cannot rewrite this layout; route it by hand"
-                )?,
-                Routing::Routed => writeln!(out, "  already routed {group} {name}")?,
-                Routing::Remote => writeln!(
-                    out,
-                    "  remote, left alone {group} {name} ({} {})",
-                    e.transport,
-                    visible(&inspect::redact_url(e.url.as_deref().unwrap_or("")))
-                )?,
-                Routing::Unrecognized(why) => writeln!(out, "  left alone {group} {name}: {why}")?,
-            }
+            entry_lines(&mut out, &spec, e, &plan, &routing)?;
         }
         if let Some(p) = plan {
             plans.push((spec, p));
         }
     }
+    finish(&mut out, found, refused, &plans, write, &backups)
+}
+
+/// `holdcall init --undo BACKUP [--force]`: the file put back, and where what it held is saved.
+fn undo_one(
+    out: &mut impl Write,
+    backups: &Backups,
+    which: &str,
+    force: bool,
+) -> Result<i32, CliError> {
+    let done = backups.undo(which, force)?;
+    writeln!(
+        out,
+        "restored {} from {}",
+        done.path.display(),
+        done.backup.display()
+    )?;
+    writeln!(
+        out,
+        "  what it held before this undo is saved in {}",
+        done.saved_as.display()
+    )?;
+    Ok(0)
+}
+
+/// What every entry's lines need: this holdcall's command, the home it routes to (as text and
+/// as the home), and the user's places.
+struct Destination<'a> {
+    holdcall: &'a String,
+    home_dir: &'a String,
+    home: &'a Home,
+    places: &'a Places,
+}
+
+/// One entry's lines in `init`'s report: routed, re-routed, re-homed (each with the command
+/// before and after), or why it is left alone. It stays one match (about 100 lines): each arm
+/// is one state's lines, read top to bottom as `init` prints them.
+fn entry_lines(
+    out: &mut impl Write,
+    spec: &clients::FileSpec,
+    e: &RoutedEntry,
+    plan: &Option<routing::Plan>,
+    routing: &Destination,
+) -> std::io::Result<()> {
+    let (holdcall, home_dir, home, places) = (
+        routing.holdcall,
+        routing.home_dir,
+        routing.home,
+        routing.places,
+    );
+    let name = visible(&e.name);
+    let group = visible(&e.group_label());
+    match &e.state {
+        Routing::NotRouted
+            if plan
+                .as_ref()
+                .is_some_and(|p| p.routed.contains(&(e.group.clone(), e.name.clone()))) =>
+        {
+            let connector = plan
+                .as_ref()
+                .and_then(|p| {
+                    p.connectors
+                        .iter()
+                        .find(|(g, n, _)| g == &e.group && n == &e.name)
+                })
+                .map(|(_, _, c)| c.clone())
+                .unwrap_or_else(|| e.connector.clone());
+            if connector == e.name {
+                writeln!(out, "  route {group} {name}")?;
+            } else {
+                writeln!(
+                    out,
+                    "  route {group} {name} as connector {connector} (its name is not a valid connector name)"
+                )?;
+            }
+            let cmd = e.command.as_deref().unwrap_or("");
+            writeln!(out, "    - {}", show_command(cmd, &e.args))?;
+            let mut args = routing::serve_prefix(spec.client, &connector, home_dir);
+            args.push(cmd.to_string());
+            args.extend(e.args.iter().cloned());
+            writeln!(out, "    + {}", show_command(holdcall, &args))?;
+            if let Some(env) = env_line(e) {
+                writeln!(out, "      {env}")?;
+            }
+        }
+        Routing::OtherHoldcall(other)
+            if plan
+                .as_ref()
+                .is_some_and(|p| p.routed.contains(&(e.group.clone(), e.name.clone()))) =>
+        {
+            writeln!(
+                out,
+                "  re-route {group} {name}: {}; this holdcall takes its place, its arguments stay",
+                other.reason()
+            )?;
+            let cmd = e.command.as_deref().unwrap_or("");
+            let mut args = Vec::new();
+            if e.home_arg.is_none() && e.lands_elsewhere(home.dir(), &places.home).is_some() {
+                args.extend(["--home".to_string(), home_dir.clone()]);
+            }
+            args.extend(e.args.iter().cloned());
+            writeln!(out, "    - {}", show_command(cmd, &e.args))?;
+            writeln!(out, "    + {}", show_command(holdcall, &args))?;
+        }
+        Routing::Routed
+            if plan
+                .as_ref()
+                .is_some_and(|p| p.routed.contains(&(e.group.clone(), e.name.clone()))) =>
+        {
+            let theirs = e
+                .relay_home(&places.home)
+                .map(|p| visible(&p.display().to_string()))
+                .unwrap_or_else(|| "no home at all".into());
+            writeln!(
+                out,
+                "  re-home {group} {name}: a client that starts it with a minimal environment would reach the home {theirs}; it gets --home {}",
+                visible(home_dir)
+            )?;
+            let cmd = e.command.as_deref().unwrap_or("");
+            let mut args = vec!["--home".to_string(), home_dir.clone()];
+            args.extend(e.args.iter().cloned());
+            writeln!(out, "    - {}", show_command(cmd, &e.args))?;
+            writeln!(out, "    + {}", show_command(holdcall, &args))?;
+        }
+        Routing::NotRouted | Routing::OtherHoldcall(_) => writeln!(
+            out,
+            "  left alone {group} {name}: holdcall cannot rewrite this layout; route it by hand"
+        )?,
+        Routing::Routed => writeln!(out, "  already routed {group} {name}")?,
+        Routing::Remote => writeln!(
+            out,
+            "  remote, left alone {group} {name} ({} {})",
+            e.transport,
+            visible(&inspect::redact_url(e.url.as_deref().unwrap_or("")))
+        )?,
+        Routing::Unrecognized(why) => writeln!(out, "  left alone {group} {name}: {why}")?,
+    }
+    Ok(())
+}
+
+/// What `init` says and does once every file is read: nothing found, a refusal, nothing to
+/// change, the dry run's last line, or each file written with its backup.
+fn finish(
+    out: &mut impl Write,
+    found: usize,
+    refused: Vec<ClientConfigError>,
+    plans: &[(clients::FileSpec, routing::Plan)],
+    write: bool,
+    backups: &Backups,
+) -> Result<i32, CliError> {
     if found == 0 {
         writeln!(
             out,
@@ -214,7 +271,7 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
         )?;
         return Ok(0);
     }
-    for (spec, plan) in &plans {
+    for (spec, plan) in plans {
         let backup = backups.write(spec.client, &spec.path, plan)?;
         writeln!(
             out,
@@ -231,7 +288,7 @@ pub fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32, CliEr
 }
 
 /// `holdcall doctor [--json]`.
-pub fn doctor(json: bool) -> Result<i32, CliError> {
+pub(super) fn doctor(json: bool) -> Result<i32, CliError> {
     let ctx = crate::doctor::Ctx::from_env();
     let checks = crate::doctor::run(&ctx);
     let code = crate::doctor::exit_code(&checks);
@@ -282,8 +339,43 @@ struct Row {
     env: Vec<String>,
 }
 
+impl Row {
+    /// One configured server as `inventory` lists it (arguments and URL redacted).
+    fn of(spec: &clients::FileSpec, e: &RoutedEntry) -> Row {
+        let pin = match (&e.state, e.upstream()) {
+            (Routing::Remote, _) => None,
+            (_, Some((cmd, args))) => Some(inspect::pin(&cmd, &args)),
+            _ => Some(inspect::Pin::Unknown("no command".into())),
+        };
+        Row {
+            client: spec.client.id(),
+            scope: e.scope.clone(),
+            file: spec.path.display().to_string(),
+            name: e.name.clone(),
+            connector: e.connector.clone(),
+            connector_derived_from: e.connector_from.clone(),
+            transport: e.transport.clone(),
+            state: e.state.label(),
+            routed: e.state == Routing::Routed,
+            not_routed_because: match &e.state {
+                Routing::OtherHoldcall(o) => Some(o.reason()),
+                _ => None,
+            },
+            pinned: pin.as_ref().map(|p| p.label()).unwrap_or("n/a"),
+            pin_detail: pin
+                .as_ref()
+                .map(|p| p.detail().to_string())
+                .unwrap_or_default(),
+            command: e.command.clone(),
+            args: inspect::redact_args(&e.args),
+            url: e.url.as_deref().map(inspect::redact_url),
+            env: e.env_names.clone(),
+        }
+    }
+}
+
 /// `holdcall inventory [--json]`.
-pub fn inventory(json: bool) -> Result<i32, CliError> {
+pub(super) fn inventory(json: bool) -> Result<i32, CliError> {
     let places = Places::from_env()?;
     let mut rows = Vec::new();
     let mut unreadable = Vec::new();
@@ -297,35 +389,7 @@ pub fn inventory(json: bool) -> Result<i32, CliError> {
             })),
             FileState::Read(l) => {
                 for e in &l.entries {
-                    let pin = match (&e.state, e.upstream()) {
-                        (Routing::Remote, _) => None,
-                        (_, Some((cmd, args))) => Some(inspect::pin(&cmd, &args)),
-                        _ => Some(inspect::Pin::Unknown("no command".into())),
-                    };
-                    rows.push(Row {
-                        client: spec.client.id(),
-                        scope: e.scope.clone(),
-                        file: spec.path.display().to_string(),
-                        name: e.name.clone(),
-                        connector: e.connector.clone(),
-                        connector_derived_from: e.connector_from.clone(),
-                        transport: e.transport.clone(),
-                        state: e.state.label(),
-                        routed: e.state == Routing::Routed,
-                        not_routed_because: match &e.state {
-                            Routing::OtherHoldcall(o) => Some(o.reason()),
-                            _ => None,
-                        },
-                        pinned: pin.as_ref().map(|p| p.label()).unwrap_or("n/a"),
-                        pin_detail: pin
-                            .as_ref()
-                            .map(|p| p.detail().to_string())
-                            .unwrap_or_default(),
-                        command: e.command.clone(),
-                        args: inspect::redact_args(&e.args),
-                        url: e.url.as_deref().map(inspect::redact_url),
-                        env: e.env_names.clone(),
-                    });
+                    rows.push(Row::of(&spec, e));
                 }
             }
         }
