@@ -2,56 +2,69 @@
 //! decided by Cedar policy, written to a hash-chained journal, and only then forwarded, byte for
 //! byte; everything else passes through untouched.
 //!
-//! One module per step of a call's life (ARCHITECTURE.md follows one call through them):
-//! - `ids`: lowercase hex and random identifiers.
-//! - `limits`: every bound, with its unit and reason.
-//! - `mcp`: the MCP wire as bytes: strict JSON, the JSON-RPC envelope, revisions, line reading.
+//! `src/` is a house of subsystems in three floors (decision 0011); a module imports only from
+//! its own floor or below, which `tests/layering.rs` checks. ARCHITECTURE.md follows one call
+//! through them and has a "where is X" map.
+//!
+//! Foundation (imports nothing else of the crate):
+//! - `limits`: every bound, with its unit and reason, and how they relate.
+//! - `ids`: lowercase hex, SHA-256 as hex, random identifiers.
+//! - `text`: what a person is shown of text another program chose (`visible`).
+//!
+//! Shared layers (both binaries; nothing Holdcall-specific):
+//! - `mcp`: the MCP wire as bytes: the strict JSON scanner and the one escape decoder, the
+//!   JSON-RPC envelope, protocol revisions, the capped line reader.
+//! - `os`: the kernel's word: peer credentials, process identity and parents, `/proc`, stopping
+//!   a child.
+//! - `clients`: where each MCP client keeps its config, read into neutral entries.
+//!
+//! Holdcall:
 //! - `relay`: `holdcall serve`, the stdio pump between client and server; the only stdout writer.
-//! - `wire`: the daemon socket's messages, bounded reads, and verified dialing.
-//! - `peer`: who is on the other end of a socket, by the kernel's word.
-//! - `approval`: calls held for a person: the registry, the binding, showing arguments as they are.
-//! - `agents`: enrolled client programs, and which one launched a relay (its parent's image).
-//! - `vault`: the OS credential store (Secret Service, Keychain) that keeps connectors' secrets.
-//! - `connector`: registered connectors: their rules, the launch a relay is handed, its environment.
-//! - `daemon`: sessions, the decision service, and the single writer of the database.
-//! - `context`: the Cedar context of a call (arguments mapped without JSON escapes, time). No I/O.
-//! - `budget`: caps on allowed calls per relay session, and the session's counts. No I/O.
-//! - `policy`: Cedar: compile, validate, evaluate, the precedence wrapper, explain. No I/O.
-//! - `policyfile`: policy files: splitting, checking and linting with located reports. No I/O.
-//! - `policytest`: `policy test` cases files, decided with the daemon's own function. No I/O.
+//! - `ipc`: the daemon socket: the relay-session and management protocols, dialing, the lock.
+//! - `daemon`: sessions, the decision service, held calls, changes; the single database writer.
+//! - `policy`: Cedar: compile, decide, explain, lint, files, cases, the call's context, budgets.
+//!   No I/O.
 //! - `journal`: SQLite storage, the canonical encoding, the hash chain, verify.
-//! - `config`: the home, its private directories, the socket path, `config.toml`.
-//! - `projection`: journal entries read as calls with their state, sessions and gaps; what
-//!   `holdcall log` and the console both show. No I/O.
-//! - `console`: `holdcall console`, the read-only loopback web page (axum); it never writes.
+//! - `approval`: calls held for a person: the registry and the binding of a word to a call.
+//! - `agents`: whether a peer is this build, enrolled client programs, who launched a relay.
+//! - `connector`: registered connectors: their rules, the launch a relay is handed.
+//! - `vault`: the OS credential store (Secret Service, Keychain) for connectors' secrets.
+//! - `config`: the home, its private directories, the socket and lock paths, `config.toml`.
+//! - `projection`: journal entries read as calls, sessions and gaps (`log`, the console). No I/O.
+//! - `routing`: Holdcall's judgement of client entries and the edits of `init`, with backups.
+//! - `console`: `holdcall console`, the read-only loopback web page; it never writes.
+//! - `doctor`: `holdcall doctor`'s checks; it never starts the daemon.
 //! - `cli`: the commands and their output.
-//! - `clientconfig`: MCP clients' config files: reading them, routing their servers through
-//!   `holdcall serve` by span edits, backups and undo (`init`, `inventory`).
-//! - `doctor`: `holdcall doctor`'s checks, one function each; it never starts the daemon.
 //! - `demo`: `holdcall demo` and the built-in demo server.
 //! - `bench`: the hidden `holdcall bench-decisions`, which times decisions as a relay asks them.
+//!
+//! What the library exposes on purpose is the `pub` modules below: `cli` for the `holdcall`
+//! binary; and, for the integration tests (tests/) and the benchmark (benches/), which build
+//! journals, policies and homes by hand and check the product's own constants, the items of
+//! `config`, `ids`, `journal`, `limits`, `policy`, `relay::classify`, `text`, `vault` and
+//! `clients::json` they name. Everything else is `pub(crate)`.
 
-pub mod agents;
-pub mod approval;
-pub mod bench;
+mod agents;
+mod approval;
+mod bench;
 pub mod cli;
 pub mod clients;
 pub mod config;
-pub mod connector;
-pub mod console;
-pub mod daemon;
-pub mod demo;
-pub mod doctor;
+mod connector;
+mod console;
+mod daemon;
+mod demo;
+mod doctor;
 pub mod ids;
-pub mod ipc;
+mod ipc;
 pub mod journal;
 pub mod limits;
-pub mod mcp;
-pub mod os;
+mod mcp;
+mod os;
 pub mod policy;
-pub mod projection;
+mod projection;
 pub mod relay;
-pub(crate) mod routing;
+mod routing;
 pub mod text;
 pub mod vault;
 

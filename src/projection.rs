@@ -335,11 +335,6 @@ impl Projection {
         self.read
     }
 
-    /// The session named `id`, if any of its entries were read.
-    pub fn session(&self, id: &str) -> Option<&Session> {
-        self.session_at.get(id).and_then(|&i| self.sessions.get(i))
-    }
-
     /// The call whose `call.request` is entry `chain_seq`.
     pub fn call_at(&self, chain_seq: i64) -> Option<&Call> {
         self.calls
