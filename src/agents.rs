@@ -25,7 +25,7 @@ use crate::os::process::{self, FileIdentity, ProcDir, is_namespace_init, parse_p
 
 /// One enrolment: a name and the identity of the file it was given for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Enrolment {
+pub(crate) struct Enrolment {
     pub name: String,
     pub path: String,
     pub identity: FileIdentity,
@@ -229,7 +229,7 @@ pub(crate) fn matching<'a>(
 /// Holdcall build, run by our user. Holdcall's judgement of the kernel's facts (`os::peer`,
 /// `os::process`); not a call decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PeerCheck {
+pub(crate) enum PeerCheck {
     /// Same effective uid, same executable image as this process.
     Same { pid: i32 },
     /// Another user's process.

@@ -21,7 +21,7 @@ use crate::text::{decode_non_ascii_escapes, invisible, non_ascii_note, visible};
 
 /// Why a held call was resolved; journaled as the `reason` of its `call.approval` entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cause {
+pub(crate) enum Cause {
     /// A person approved or rejected it on the command line.
     Person,
     /// Nobody decided within the approval timeout.
@@ -42,7 +42,7 @@ pub enum Cause {
 }
 
 impl Cause {
-    pub const ALL: [Cause; 8] = [
+    pub(crate) const ALL: [Cause; 8] = [
         Cause::Person,
         Cause::Timeout,
         Cause::SessionEnded,
@@ -87,7 +87,7 @@ impl Cause {
 
 /// One call held for a person, and everything its final word needs.
 #[derive(Debug)]
-pub struct Hold {
+pub(crate) struct Hold {
     pub id: String,
     /// The daemon connection that asked; only it hears the word.
     pub conn: u64,
@@ -130,11 +130,11 @@ impl Hold {
 
 /// The registry is full (`limits::HELD_CALLS_MAX`).
 #[derive(Debug)]
-pub struct Full;
+pub(crate) struct Full;
 
 /// Every call held right now, and the management connections watching for new ones.
 #[derive(Debug, Default)]
-pub struct Registry {
+pub(crate) struct Registry {
     holds: Mutex<HashMap<String, Hold>>,
     watchers: Mutex<Vec<UnboundedSender<Vec<u8>>>>,
 }
@@ -171,7 +171,7 @@ impl Registry {
     /// True when no more calls of `session_id` can be held: `limits::HELD_CALLS_MAX` in all,
     /// or `limits::HELD_CALLS_PER_SESSION_MAX` of that session (so one session cannot starve the
     /// others' `ask` rules).
-    pub fn is_full(&self, session_id: &str) -> bool {
+    pub(crate) fn is_full(&self, session_id: &str) -> bool {
         self.holds
             .lock()
             .map(|h| {
@@ -183,7 +183,7 @@ impl Registry {
     }
 
     /// Sets the timer of a hold still held.
-    pub fn set_timer(&self, id: &str, timer: AbortHandle) {
+    pub(crate) fn set_timer(&self, id: &str, timer: AbortHandle) {
         match self.holds.lock() {
             Ok(mut h) => match h.get_mut(id) {
                 Some(hold) => hold.timer = Some(timer),
@@ -204,12 +204,12 @@ impl Registry {
 
     /// Takes the hold out for its own timer, which must not stop itself: it goes on to journal
     /// and push the timeout.
-    pub fn take_expired(&self, id: &str) -> Option<Hold> {
+    pub(crate) fn take_expired(&self, id: &str) -> Option<Hold> {
         self.holds.lock().ok()?.remove(id)
     }
 
     /// Takes every hold `pred` selects (a session's, a connection's, all of them).
-    pub fn take_where(&self, pred: impl Fn(&Hold) -> bool) -> Vec<Hold> {
+    pub(crate) fn take_where(&self, pred: impl Fn(&Hold) -> bool) -> Vec<Hold> {
         let Ok(mut holds) = self.holds.lock() else {
             return Vec::new();
         };
@@ -249,21 +249,21 @@ impl Registry {
 }
 
 /// A response as one socket line.
-pub fn pushed_line(resp: &crate::ipc::Response) -> Option<Vec<u8>> {
+pub(crate) fn pushed_line(resp: &crate::ipc::Response) -> Option<Vec<u8>> {
     let mut v = serde_json::to_vec(resp).ok()?;
     v.push(b'\n');
     Some(v)
 }
 
 /// A fresh hold id: 12 lowercase hex characters from the kernel's random source.
-pub fn new_hold_id() -> std::io::Result<String> {
+pub(crate) fn new_hold_id() -> std::io::Result<String> {
     crate::ids::random_hex(6)
 }
 
 /// Checks a person's rejection reason: at most `limits::APPROVAL_REASON_BYTES_MAX` bytes, and
 /// no [`invisible`] character (the reason reaches the journal and the model). Right-to-left
 /// letters are allowed: they are escaped wherever the reason is shown.
-pub fn check_reason(reason: &str) -> Result<(), String> {
+pub(crate) fn check_reason(reason: &str) -> Result<(), String> {
     if reason.len() > limits::APPROVAL_REASON_BYTES_MAX {
         return Err(format!(
             "the reason is {} bytes; at most {} are kept",
@@ -281,7 +281,7 @@ pub fn check_reason(reason: &str) -> Result<(), String> {
 }
 
 /// A hold id as `holdcall approve ID` takes it: 12 lowercase hex characters.
-pub fn valid_hold_id(id: &str) -> bool {
+pub(crate) fn valid_hold_id(id: &str) -> bool {
     id.len() == 12
         && id
             .bytes()
@@ -343,7 +343,7 @@ pub fn render(c: &HeldCall) -> String {
 }
 
 /// A duration for people: `1m57s`, `4s`.
-pub fn short_duration(ms: u64) -> String {
+pub(crate) fn short_duration(ms: u64) -> String {
     let s = ms / 1000;
     match (s / 3600, (s % 3600) / 60, s % 60) {
         (0, 0, s) => format!("{s}s"),

@@ -81,12 +81,12 @@ impl Home {
     /// Makes `dir` the home of every later `Home::from_env` in this process: the `--home` flag,
     /// which wins over every environment variable. Set once, by `cli::run`, before anything
     /// reads the home; a second call changes nothing.
-    pub fn set_explicit(dir: PathBuf) {
+    pub(crate) fn set_explicit(dir: PathBuf) {
         let _ = EXPLICIT_HOME.set(Home::at(dir));
     }
 
     /// `--home` if given, else `HOLDCALL_HOME` if set, else the platform's data directory.
-    pub fn from_env() -> Result<Home, ConfigError> {
+    pub(crate) fn from_env() -> Result<Home, ConfigError> {
         if let Some(home) = EXPLICIT_HOME.get() {
             return Ok(home.clone());
         }
@@ -140,7 +140,7 @@ impl Home {
     pub fn config_path(&self) -> PathBuf {
         self.dir.join("config.toml")
     }
-    pub fn daemon_log_path(&self) -> PathBuf {
+    pub(crate) fn daemon_log_path(&self) -> PathBuf {
         self.dir.join("daemon.log")
     }
 
@@ -149,7 +149,7 @@ impl Home {
     /// PATH, SHELL, TERM and USER): `<home>/daemon.sock` when that path fits a socket address,
     /// else `/tmp/holdcall-<uid>/d-<hash of the home>.sock` (the fixed `/tmp`, never `TMPDIR`).
     /// See decision 0010.
-    pub fn socket_path(&self) -> PathBuf {
+    pub(crate) fn socket_path(&self) -> PathBuf {
         let inside = self.dir.join("daemon.sock");
         if inside.as_os_str().len() <= limits::SOCKET_PATH_BYTES_MAX {
             return inside;
@@ -172,7 +172,7 @@ impl Home {
 
     /// The lock a daemon holds for its whole life: in the home, beside the database, so exactly
     /// one daemon serves one database whatever the socket path or environment.
-    pub fn lock_path(&self) -> PathBuf {
+    pub(crate) fn lock_path(&self) -> PathBuf {
         self.dir.join("daemon.lock")
     }
 
@@ -197,7 +197,7 @@ impl Home {
 
 /// Creates `dir` with mode 0700 if missing; refuses one that another user owns; narrows the mode
 /// of one we own to 0700.
-pub fn ensure_private_dir(dir: &Path) -> Result<(), ConfigError> {
+pub(crate) fn ensure_private_dir(dir: &Path) -> Result<(), ConfigError> {
     let io = |source| ConfigError::Io {
         path: dir.to_path_buf(),
         source,
@@ -233,7 +233,7 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), ConfigError> {
 /// The contents of `config.toml`. Every key is known; anything else is refused.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Config {
+pub(crate) struct Config {
     #[serde(default)]
     pub journal: JournalConfig,
     #[serde(default)]
@@ -243,7 +243,7 @@ pub struct Config {
 /// `[approval]`: how long a held call waits for a person.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ApprovalConfig {
+pub(crate) struct ApprovalConfig {
     /// `"90s"`, `"2m"`, `"1h"`: between `limits::APPROVAL_TIMEOUT_MIN` and `_MAX`.
     #[serde(
         default = "default_approval_timeout",
@@ -272,7 +272,7 @@ fn approval_timeout<'de, D: serde::Deserializer<'de>>(
 }
 
 /// Reads an approval timeout: a whole number and one unit, `s`, `m` or `h`, within the limits.
-pub fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
+pub(crate) fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
     let unit_at = text
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(text.len());
@@ -304,7 +304,7 @@ pub fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct JournalConfig {
+pub(crate) struct JournalConfig {
     /// `power` (synchronous=FULL: a decision survives power loss) or `process` (NORMAL: it
     /// survives a crash of the process, not of the machine).
     #[serde(default = "default_durability")]

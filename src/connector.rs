@@ -20,7 +20,7 @@ use crate::vault::Secret;
 /// secret, and the names of variables the relay may pass through from its own environment.
 /// Its `Debug` shows everything but the secret.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Launch {
+pub(crate) struct Launch {
     pub command: Vec<String>,
     pub env_key: String,
     pub secret: Secret,
@@ -49,7 +49,7 @@ impl std::fmt::Debug for Launch {
 /// A registration as `holdcall connector set` sends it to the daemon. Its `Debug` shows
 /// everything but the secret.
 #[derive(Clone, Serialize, Deserialize)]
-pub struct SetRequest {
+pub(crate) struct SetRequest {
     pub name: String,
     pub env_key: String,
     pub command: Vec<String>,
@@ -77,7 +77,7 @@ impl std::fmt::Debug for SetRequest {
 
 /// A registered connector as `holdcall connector list` shows it (never a secret).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ListedConnector {
+pub(crate) struct ListedConnector {
     pub name: String,
     pub env_key: String,
     pub command: Vec<String>,
@@ -108,7 +108,7 @@ pub fn account(name: &str, secret_id: &str) -> String {
 /// Variables whose values at `connector set` time are kept and given to the server instead of
 /// the relay's: they decide which programs and which code a server (or a launcher such as npx)
 /// finds, and a client's config can set them for the relay.
-pub const PINNED_ENV: [&str; 7] = [
+pub(crate) const PINNED_ENV: [&str; 7] = [
     "PATH",
     "HOME",
     "SHELL",
@@ -122,7 +122,7 @@ pub const PINNED_ENV: [&str; 7] = [
 /// code or configuration from where it says (NODE_OPTIONS=--require, PYTHONPATH, BASH_ENV…), so
 /// passing one from the relay's environment would let whoever sets it run code with the secret.
 /// No list of this kind is complete; docs/security.md says so.
-pub const PASS_ENV_REFUSED: [&str; 24] = [
+pub(crate) const PASS_ENV_REFUSED: [&str; 24] = [
     "NODE_OPTIONS",
     "NODE_PATH",
     "NODE_EXTRA_CA_CERTS",
@@ -152,7 +152,7 @@ pub const PASS_ENV_REFUSED: [&str; 24] = [
 /// Variables a credentialed server gets from the relay's environment without being asked for:
 /// what a program needs to find its tools, its files and its locale. `LC_*` means every
 /// variable whose name starts with `LC_`.
-pub const ENV_ALLOW_LIST: [&str; 15] = [
+pub(crate) const ENV_ALLOW_LIST: [&str; 15] = [
     "PATH",
     "HOME",
     "USER",
@@ -207,7 +207,7 @@ pub enum ConnectorError {
 }
 
 /// Checks an environment variable name used as the secret's key or passed through.
-pub fn validate_env_name(what: &str, key: &str) -> Result<(), ConnectorError> {
+pub(crate) fn validate_env_name(what: &str, key: &str) -> Result<(), ConnectorError> {
     let bad = |why: &str| Err(ConnectorError::EnvKey(format!("{what} {key:?} {why}")));
     if key.is_empty() || key.len() > limits::ENV_KEY_BYTES_MAX {
         return bad(&format!("must be 1 to {} bytes", limits::ENV_KEY_BYTES_MAX));
@@ -250,7 +250,7 @@ pub fn validate(req: &SetRequest) -> Result<(), ConnectorError> {
 
 /// The names `--pass-env` may let through: variable names, not the secret's key, not a pinned
 /// variable (its set-time value is used), and none that loads code into an interpreter.
-pub fn validate_pass_env(env_key: &str, pass_env: &[String]) -> Result<(), ConnectorError> {
+pub(crate) fn validate_pass_env(env_key: &str, pass_env: &[String]) -> Result<(), ConnectorError> {
     if pass_env.len() > limits::CONNECTOR_PASS_ENV_MAX {
         return Err(ConnectorError::EnvKey(format!(
             "at most {} --pass-env names",
@@ -284,7 +284,7 @@ pub fn validate_pass_env(env_key: &str, pass_env: &[String]) -> Result<(), Conne
 
 /// A registered command: 1 to `limits::CONNECTOR_ARGS_MAX` words, each at most
 /// `limits::CONNECTOR_ARG_BYTES_MAX` bytes without NUL, the first an absolute path.
-pub fn validate_command(command: &[String]) -> Result<(), ConnectorError> {
+pub(crate) fn validate_command(command: &[String]) -> Result<(), ConnectorError> {
     let Some(program) = command.first() else {
         return Err(ConnectorError::Command(
             "no command: give the server's command after `--`".into(),
@@ -317,7 +317,7 @@ pub fn validate_command(command: &[String]) -> Result<(), ConnectorError> {
 
 /// A secret is 1 to `limits::SECRET_BYTES_MAX` bytes, without NUL (an environment value cannot
 /// hold one) or a line break.
-pub fn validate_secret(secret: &str) -> Result<(), ConnectorError> {
+pub(crate) fn validate_secret(secret: &str) -> Result<(), ConnectorError> {
     if secret.is_empty() {
         return Err(ConnectorError::Secret("the secret is empty".into()));
     }
@@ -339,7 +339,7 @@ pub fn validate_secret(secret: &str) -> Result<(), ConnectorError> {
 /// `cwd`; a bare name is looked up in the absolute directories of `path` (relative entries are
 /// skipped: they would depend on where the relay later runs). The result must be an executable
 /// regular file.
-pub fn resolve_program(
+pub(crate) fn resolve_program(
     program: &str,
     path: Option<&OsString>,
     cwd: &Path,
@@ -372,7 +372,7 @@ pub fn resolve_program(
 
 /// The `PINNED_ENV` variables set in this process's environment, with their values (what
 /// `connector set` records).
-pub fn pinned_now() -> Vec<(String, String)> {
+pub(crate) fn pinned_now() -> Vec<(String, String)> {
     PINNED_ENV
         .iter()
         .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_string(), v)))
@@ -381,7 +381,7 @@ pub fn pinned_now() -> Vec<(String, String)> {
 
 /// A word of caution for commands that decide at run time what code they run (package runners,
 /// `env`, `python -m`): printed by `connector set`, never a refusal.
-pub fn runtime_resolver_notice(command: &[String]) -> Option<String> {
+pub(crate) fn runtime_resolver_notice(command: &[String]) -> Option<String> {
     let base = command
         .first()
         .and_then(|p| Path::new(p).file_name())

@@ -19,33 +19,33 @@ pub const DECISION_TIMEOUT: Duration = Duration::from_secs(2);
 /// row within one call means something keeps rewriting the database, and the call is refused
 /// rather than decided against a moving target. Each attempt is a decision plus at most one
 /// reload, well inside `DECISION_TIMEOUT`.
-pub const STALE_DECISION_ATTEMPTS_MAX: u32 = 3;
+pub(crate) const STALE_DECISION_ATTEMPTS_MAX: u32 = 3;
 
 /// Largest line either end accepts on the daemon socket (bytes). Bounds what an unverified or
 /// misbehaving peer can make the daemon buffer.
-pub const SOCKET_LINE_BYTES_MAX: usize = 2 * 1024 * 1024;
+pub(crate) const SOCKET_LINE_BYTES_MAX: usize = 2 * 1024 * 1024;
 
 /// Largest `params.arguments` (raw bytes) the relay sends to the daemon with a call request.
 /// Larger arguments are digested but not sent; the request says so.
-pub const ARGUMENTS_BYTES_MAX: usize = 1024 * 1024;
+pub(crate) const ARGUMENTS_BYTES_MAX: usize = 1024 * 1024;
 
 /// Longest tool name a rule may name or a call may carry (bytes of UTF-8).
-pub const TOOL_NAME_BYTES_MAX: usize = 256;
+pub(crate) const TOOL_NAME_BYTES_MAX: usize = 256;
 
 /// Longest agent or connector name (characters, ASCII only).
-pub const SCOPE_NAME_CHARS_MAX: usize = 128;
+pub(crate) const SCOPE_NAME_CHARS_MAX: usize = 128;
 
 /// Longest `--client` label (bytes). It is a label only, never identity.
-pub const CLIENT_LABEL_BYTES_MAX: usize = 128;
+pub(crate) const CLIENT_LABEL_BYTES_MAX: usize = 128;
 
 /// Most characters of what a relay without `--connector` says it derived the name from
 /// (`the npm package …`, `the script /…/index.js`), as journaled: enough for a long path, and
 /// a bound on what a relay can make the journal hold.
-pub const CONNECTOR_FROM_CHARS_MAX: usize = 512;
+pub(crate) const CONNECTOR_FROM_CHARS_MAX: usize = 512;
 
 /// Deepest JSON nesting the strict reader follows before calling a line unreadable. serde_json
 /// itself stops at 128; a deeper line is an attack, not a tool call.
-pub const JSON_DEPTH_MAX: usize = 128;
+pub(crate) const JSON_DEPTH_MAX: usize = 128;
 
 /// How long a relay or CLI waits for a daemon it started to answer.
 pub const DAEMON_START_TIMEOUT: Duration = Duration::from_secs(5);
@@ -60,24 +60,24 @@ pub const SOCKET_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// (`daemon.hello`, answered from memory): past it the daemon is taken as not answering. No
 /// longer than a decision may take: a relay facing a stopped daemon must still answer its
 /// client within the decision timeout (issue 12, item 9).
-pub const DAEMON_HELLO_TIMEOUT: Duration = DECISION_TIMEOUT;
+pub(crate) const DAEMON_HELLO_TIMEOUT: Duration = DECISION_TIMEOUT;
 
 /// How long a CLI command waits for the daemon's answer to one request.
-pub const CLI_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CLI_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Grace the relay gives the server after closing its stdin, then again after SIGTERM, before
 /// SIGKILL.
-pub const SERVER_STOP_GRACE: Duration = Duration::from_secs(2);
+pub(crate) const SERVER_STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// After SIGTERM, SIGHUP or SIGINT, how long the relay waits for the server to exit after
 /// SIGTERM before SIGKILL, and for its last output. The client that sent the signal kills the
 /// relay soon after (the MCP SDKs wait 2 s), and the session must be ended before that.
-pub const SERVER_STOP_AFTER_SIGNAL: Duration = Duration::from_millis(500);
+pub(crate) const SERVER_STOP_AFTER_SIGNAL: Duration = Duration::from_millis(500);
 
 const _: () = assert!(SERVER_STOP_AFTER_SIGNAL.as_millis() < SERVER_STOP_GRACE.as_millis());
 
 /// Longest socket path (bytes). `sun_path` holds 108 on Linux and 104 on macOS; leave room.
-pub const SOCKET_PATH_BYTES_MAX: usize = 100;
+pub(crate) const SOCKET_PATH_BYTES_MAX: usize = 100;
 
 /// Most entries `holdcall log` prints when no `--limit` is given.
 pub const LOG_DEFAULT_LIMIT: usize = 50;
@@ -90,25 +90,25 @@ const _: () = assert!(TOOL_NAME_BYTES_MAX < ARGUMENTS_BYTES_MAX);
 /// Deepest nesting of a call's arguments (objects and arrays, the arguments object itself is
 /// depth 1) that the daemon turns into Cedar values. Real tool arguments nest a few levels; a
 /// deeper call is not evaluated half-blind but refused or held when a rule reads its arguments.
-pub const ARGUMENTS_DEPTH_MAX: usize = 32;
+pub(crate) const ARGUMENTS_DEPTH_MAX: usize = 32;
 
 /// Most JSON values (every scalar, array and object counts one) in a call's arguments that the
 /// daemon turns into Cedar values. Bounds the work and memory of one decision.
-pub const ARGUMENTS_VALUES_MAX: usize = 10_000;
+pub(crate) const ARGUMENTS_VALUES_MAX: usize = 10_000;
 
 /// Largest policy file (bytes) `holdcall policy import|validate|diff` accepts. The CLI sends the
 /// text to the daemon inside one socket line, where JSON escaping can double some bytes.
-pub const POLICY_FILE_BYTES_MAX: usize = 512 * 1024;
+pub(crate) const POLICY_FILE_BYTES_MAX: usize = 512 * 1024;
 
 /// Largest MCP client config file (bytes) `init`, `doctor` and `inventory` read. `~/.claude.json`
 /// keeps per-project history and grows to megabytes; a file past this is refused, never read
 /// in part.
-pub const CLIENT_CONFIG_BYTES_MAX: usize = 64 * 1024 * 1024;
+pub(crate) const CLIENT_CONFIG_BYTES_MAX: usize = 64 * 1024 * 1024;
 
 /// Most names `init` tries for one backup file when earlier ones exist (the timestamp has
 /// nanoseconds, so a second try is already rare); past it the write is refused, never an
 /// existing backup overwritten.
-pub const BACKUP_NAME_ATTEMPTS_MAX: u32 = 1000;
+pub(crate) const BACKUP_NAME_ATTEMPTS_MAX: u32 = 1000;
 
 const _: () = assert!(ARGUMENTS_DEPTH_MAX < JSON_DEPTH_MAX);
 const _: () = assert!(ARGUMENTS_VALUES_MAX < ARGUMENTS_BYTES_MAX);
@@ -118,44 +118,44 @@ const _: () = assert!(POLICY_FILE_BYTES_MAX * 2 < SOCKET_LINE_BYTES_MAX);
 /// Largest cap a budget may set (calls per relay session). A budget is a brake on a runaway
 /// agent, not a meter; a cap beyond a million is no brake, and the bound keeps every count and
 /// its arithmetic far from overflow.
-pub const BUDGET_CALLS_MAX: u32 = 1_000_000;
+pub(crate) const BUDGET_CALLS_MAX: u32 = 1_000_000;
 
 /// Most distinct tool names one session keeps an allowed-call count for (the daemon, per
 /// session). Each allowed call of a new name adds one; a session past this is refused further
 /// calls of new names rather than letting its counts grow without bound.
-pub const SESSION_TOOL_COUNTS_MAX: usize = 4096;
+pub(crate) const SESSION_TOOL_COUNTS_MAX: usize = 4096;
 
 /// Most `input_required` answers one relay remembers at once, each waiting for the client's
 /// retry (`requestState` → the original call). Past it the oldest is forgotten, so its retry is
 /// charged as a new call: forgetting can only over-count, never let a call through free.
-pub const RETRY_STATES_MAX: usize = 1024;
+pub(crate) const RETRY_STATES_MAX: usize = 1024;
 
 /// Largest `requestState` (bytes, as written) the relay remembers; a larger one is not kept,
 /// so its retry is charged as a new call.
-pub const REQUEST_STATE_BYTES_MAX: usize = 64 * 1024;
+pub(crate) const REQUEST_STATE_BYTES_MAX: usize = 64 * 1024;
 
 const _: () = assert!(REQUEST_STATE_BYTES_MAX < FRAME_BYTES_MAX);
 /// How long a held call waits for a person when `config.toml` does not say (`[approval]
 /// timeout`). Long enough to read the arguments; short enough that a client does not give up
 /// first (many clients time a tool call out after a few minutes).
-pub const APPROVAL_TIMEOUT_DEFAULT: Duration = Duration::from_secs(120);
+pub(crate) const APPROVAL_TIMEOUT_DEFAULT: Duration = Duration::from_secs(120);
 
 /// Shortest approval timeout `config.toml` may set. One second is too short for a person, but
 /// lets the tests watch a timeout happen without waiting minutes.
-pub const APPROVAL_TIMEOUT_MIN: Duration = Duration::from_secs(1);
+pub(crate) const APPROVAL_TIMEOUT_MIN: Duration = Duration::from_secs(1);
 
 /// Longest approval timeout `config.toml` may set: a held call keeps its arguments in the
 /// daemon's memory and its client waiting, so neither may last without end.
-pub const APPROVAL_TIMEOUT_MAX: Duration = Duration::from_secs(60 * 60);
+pub(crate) const APPROVAL_TIMEOUT_MAX: Duration = Duration::from_secs(60 * 60);
 
 /// How much longer than the approval timeout a relay waits for the daemon's word on a held
 /// call before refusing it itself: the daemon's timer fires first, and its journal commit and
 /// the pushed line need a moment.
-pub const APPROVAL_RELAY_MARGIN: Duration = Duration::from_secs(10);
+pub(crate) const APPROVAL_RELAY_MARGIN: Duration = Duration::from_secs(10);
 
 /// Most calls held for a person at once, over all sessions. Each keeps up to
 /// `ARGUMENTS_BYTES_MAX` of arguments in memory; past it a call the rules hold is refused.
-pub const HELD_CALLS_MAX: usize = 256;
+pub(crate) const HELD_CALLS_MAX: usize = 256;
 
 /// Most calls one relay session may have held at once: a session (a model in a loop) cannot
 /// fill the registry and starve every other session's `ask` rules. Past it the call is refused
@@ -166,7 +166,7 @@ const _: () = assert!(HELD_CALLS_PER_SESSION_MAX < HELD_CALLS_MAX);
 
 /// Longest `holdcall reject --reason` text (bytes). The reason is journaled and shown to the
 /// client's model, so it is a sentence, not a document.
-pub const APPROVAL_REASON_BYTES_MAX: usize = 500;
+pub(crate) const APPROVAL_REASON_BYTES_MAX: usize = 500;
 
 const _: () = assert!(APPROVAL_TIMEOUT_MIN.as_secs() <= APPROVAL_TIMEOUT_DEFAULT.as_secs());
 const _: () = assert!(APPROVAL_TIMEOUT_DEFAULT.as_secs() <= APPROVAL_TIMEOUT_MAX.as_secs());
@@ -175,51 +175,51 @@ const _: () = assert!(APPROVAL_RELAY_MARGIN.as_secs() > DECISION_TIMEOUT.as_secs
 /// Longest the daemon spends judging a new connection's peer and finding its parent's image
 /// (stats under `/proc`, off the async threads). They take microseconds; only a file system that
 /// never answers reaches this, and such a peer is refused.
-pub const PEER_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const PEER_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Longest executable path `holdcall agent add` accepts (bytes): Linux's PATH_MAX.
-pub const AGENT_PATH_BYTES_MAX: usize = 4096;
+pub(crate) const AGENT_PATH_BYTES_MAX: usize = 4096;
 
 /// Largest executable `holdcall agent add` hashes (bytes). Client programs and their launchers
 /// are well under it (an Electron app's binary is a few hundred MiB); it bounds the daemon's work.
-pub const AGENT_FILE_BYTES_MAX: u64 = 2 * 1024 * 1024 * 1024;
+pub(crate) const AGENT_FILE_BYTES_MAX: u64 = 2 * 1024 * 1024 * 1024;
 
 /// Most enrolled agents. Each connection's parent is matched against all of them at accept.
-pub const AGENTS_MAX: usize = 1024;
+pub(crate) const AGENTS_MAX: usize = 1024;
 
 /// How long `holdcall agent add` waits for the daemon: it reads and hashes the whole file, up to
 /// `AGENT_FILE_BYTES_MAX`, which takes seconds, not milliseconds.
-pub const AGENT_ADD_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const AGENT_ADD_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Most bytes of `/proc/<pid>/status` read when finding a relay's parent; the file is about
 /// 1.5 KiB, and a process cannot make it grow without bound.
-pub const PROC_STATUS_BYTES_MAX: u64 = 64 * 1024;
+pub(crate) const PROC_STATUS_BYTES_MAX: u64 = 64 * 1024;
 
 const _: () = assert!(CLI_REQUEST_TIMEOUT.as_secs() < AGENT_ADD_TIMEOUT.as_secs());
 /// Longest one call to the OS credential store may take (a D-Bus round trip, or a keyring
 /// waiting on an unlock prompt) before the daemon gives up and says the store did not answer.
-pub const VAULT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const VAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a relay waits for the answer to `session.start`, and `connector set|remove` for
 /// theirs: the daemon may read (or write, then delete again) a secret in the credential store
 /// before it answers, so two store calls must fit.
-pub const STORE_REQUEST_TIMEOUT: Duration = Duration::from_secs(25);
+pub(crate) const STORE_REQUEST_TIMEOUT: Duration = Duration::from_secs(25);
 
 /// Largest connector secret (bytes of UTF-8). API tokens are well under 1 KiB; 32 KiB leaves
 /// room for a certificate or a JSON credential on one line.
-pub const SECRET_BYTES_MAX: usize = 32 * 1024;
+pub(crate) const SECRET_BYTES_MAX: usize = 32 * 1024;
 
 /// Longest environment variable name a connector may use for its secret or pass through (bytes).
-pub const ENV_KEY_BYTES_MAX: usize = 128;
+pub(crate) const ENV_KEY_BYTES_MAX: usize = 128;
 
 /// Most words (program and arguments) in a registered connector command.
-pub const CONNECTOR_ARGS_MAX: usize = 64;
+pub(crate) const CONNECTOR_ARGS_MAX: usize = 64;
 
 /// Longest word of a registered connector command (bytes).
-pub const CONNECTOR_ARG_BYTES_MAX: usize = 4096;
+pub(crate) const CONNECTOR_ARG_BYTES_MAX: usize = 4096;
 
 /// Most `--pass-env` names one connector may list.
-pub const CONNECTOR_PASS_ENV_MAX: usize = 64;
+pub(crate) const CONNECTOR_PASS_ENV_MAX: usize = 64;
 
 const _: () = assert!(STORE_REQUEST_TIMEOUT.as_secs() > 2 * VAULT_TIMEOUT.as_secs());
 const _: () = assert!(STORE_REQUEST_TIMEOUT.as_secs() >= CLI_REQUEST_TIMEOUT.as_secs());
@@ -234,34 +234,34 @@ const _: () = assert!(
 /// Longest query string (bytes, percent-encoded) the console reads; a longer one is answered
 /// 400. The longest legitimate one is an explain form with `CONSOLE_EXPLAIN_ARGUMENTS_BYTES_MAX`
 /// of arguments, each byte encoded as up to three.
-pub const CONSOLE_QUERY_BYTES_MAX: usize = 32 * 1024;
+pub(crate) const CONSOLE_QUERY_BYTES_MAX: usize = 32 * 1024;
 
 /// Largest arguments text (bytes, decoded) the console's explain form sends to the daemon. The
 /// form is for a person typing a call to try, not for replaying large payloads.
-pub const CONSOLE_EXPLAIN_ARGUMENTS_BYTES_MAX: usize = 8 * 1024;
+pub(crate) const CONSOLE_EXPLAIN_ARGUMENTS_BYTES_MAX: usize = 8 * 1024;
 
 const _: () = assert!(CONSOLE_EXPLAIN_ARGUMENTS_BYTES_MAX * 3 < CONSOLE_QUERY_BYTES_MAX);
 const _: () = assert!(CONSOLE_EXPLAIN_ARGUMENTS_BYTES_MAX < ARGUMENTS_BYTES_MAX);
 
 /// Most entries one `/api/events` answer carries (the page asks again with the new cursor); also
 /// the answer when the page names no limit.
-pub const CONSOLE_EVENTS_MAX: usize = 1000;
+pub(crate) const CONSOLE_EVENTS_MAX: usize = 1000;
 
 /// Newest journal entries the console reads into its projection for the overview, sessions and
 /// call states. Bounds the work of one snapshot; older calls are still in the journal view.
-pub const CONSOLE_PROJECTION_ENTRIES_MAX: usize = 100_000;
+pub(crate) const CONSOLE_PROJECTION_ENTRIES_MAX: usize = 100_000;
 
 /// Most sessions the overview lists (newest first).
-pub const CONSOLE_SESSIONS_MAX: usize = 200;
+pub(crate) const CONSOLE_SESSIONS_MAX: usize = 200;
 
 /// How long the console waits for the daemon's answer to one read request (held calls,
 /// explain, agents). The page asks again on its next poll.
-pub const CONSOLE_DAEMON_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const CONSOLE_DAEMON_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Longest the console reuses one check of the whole chain (`Reader::verify`, which reads every
 /// entry) before running it again when the page asks. The page polls every 1.5 s; checking the
 /// chain on each poll would compete with the daemon for the CPU. The page says when it checked.
-pub const CONSOLE_VERIFY_INTERVAL: Duration = Duration::from_secs(30);
+pub(crate) const CONSOLE_VERIFY_INTERVAL: Duration = Duration::from_secs(30);
 
 /// Most connections the console holds open at once. Every connection is accepted at once; when
 /// this many are open, the one that has waited longest for a request head is closed to make room
@@ -274,7 +274,7 @@ pub const CONSOLE_CONNECTIONS_MAX: usize = 256;
 /// File descriptors the console keeps free for its own work beside its connections: the
 /// journal's database files (opened per request), one daemon connection per request, the
 /// listener, the runtime's own, stdio. The connection cap is lowered to leave these free.
-pub const CONSOLE_FILES_RESERVED: usize = 64;
+pub(crate) const CONSOLE_FILES_RESERVED: usize = 64;
 
 /// Longest a connection may take to send a whole request head (request line and headers), from
 /// the moment it opens or from the end of its last answer. A fixed deadline: bytes arriving do
@@ -286,7 +286,7 @@ pub const CONSOLE_HEAD_TIMEOUT: Duration = Duration::from_secs(2);
 /// Largest request head (bytes) the console reads; a longer one is answered 431. The longest
 /// legitimate head is a request line with `CONSOLE_QUERY_BYTES_MAX` of query plus a browser's
 /// headers (a few KiB). hyper refuses a buffer under 8 KiB.
-pub const CONSOLE_HEAD_BYTES_MAX: usize = 64 * 1024;
+pub(crate) const CONSOLE_HEAD_BYTES_MAX: usize = 64 * 1024;
 
 const _: () = assert!(CONSOLE_HEAD_BYTES_MAX >= 8 * 1024);
 const _: () = assert!(CONSOLE_QUERY_BYTES_MAX + 16 * 1024 <= CONSOLE_HEAD_BYTES_MAX);
@@ -296,12 +296,12 @@ const _: () = assert!(CONSOLE_QUERY_BYTES_MAX + 16 * 1024 <= CONSOLE_HEAD_BYTES_
 /// a second later, so a flood of connections opened faster than the console accepts them would
 /// delay a real one by whole seconds; this holds a burst of them instead. Linux cuts it to
 /// `net.core.somaxconn` (4096 by default since 5.4).
-pub const CONSOLE_LISTEN_BACKLOG: u32 = 1024;
+pub(crate) const CONSOLE_LISTEN_BACKLOG: u32 = 1024;
 
 /// How long the console's accept loop pauses when the kernel refuses it a connection for want of
 /// file descriptors (after closing the oldest waiting connection to free one), so a full table
 /// never spins the loop.
-pub const CONSOLE_ACCEPT_RETRY: Duration = Duration::from_millis(10);
+pub(crate) const CONSOLE_ACCEPT_RETRY: Duration = Duration::from_millis(10);
 
 /// Longest a console connection may go without the console writing to it: from the moment it
 /// opens, or from the last bytes of an answer it wrote. A client that stops reading an answer is
@@ -311,7 +311,7 @@ pub const CONSOLE_IDLE_TIMEOUT: Duration = Duration::from_secs(12);
 
 /// Longest one console request may take before it is answered 503. Shorter than the idle
 /// timeout, so a slow answer is still written before its connection is closed.
-pub const CONSOLE_REQUEST_TIMEOUT: Duration = Duration::from_secs(8);
+pub(crate) const CONSOLE_REQUEST_TIMEOUT: Duration = Duration::from_secs(8);
 
 const _: () = assert!(
     CONSOLE_HEAD_TIMEOUT.as_secs() + CONSOLE_REQUEST_TIMEOUT.as_secs()
@@ -321,8 +321,8 @@ const _: () = assert!(CONSOLE_DAEMON_TIMEOUT.as_secs() < CONSOLE_REQUEST_TIMEOUT
 
 /// Most entries `/api/session` returns for one session (the newest); the answer says how many
 /// more there are.
-pub const CONSOLE_SESSION_EVENTS_MAX: usize = 1000;
+pub(crate) const CONSOLE_SESSION_EVENTS_MAX: usize = 1000;
 
 /// Most policy changes the console's policy view lists (the newest); the answer says how many
 /// more there are.
-pub const CONSOLE_POLICY_HISTORY_MAX: usize = 100;
+pub(crate) const CONSOLE_POLICY_HISTORY_MAX: usize = 100;

@@ -54,7 +54,7 @@ impl State {
 
 /// The server's answer to a forwarded call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub chain_seq: i64,
     pub ok: bool,
     pub duration_ms: Option<i64>,
@@ -90,7 +90,7 @@ pub struct Call {
 
 /// One relay session: its start, its calls and its end.
 #[derive(Debug, Clone, Serialize)]
-pub struct Session {
+pub(crate) struct Session {
     pub id: String,
     /// The chain_seq of its `session.start`, or of its first entry when the start is missing.
     pub chain_seq: i64,
@@ -114,7 +114,7 @@ pub struct Session {
 
 /// What a reader can tell is missing or wrong without the daemon.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct Gaps {
+pub(crate) struct Gaps {
     /// Sessions without a `session.end` (still running, or the relay was cut off).
     pub unfinished_sessions: Vec<String>,
     /// Forwarded calls in an ended session with no `call.outcome`: (session, seq, chain_seq).
@@ -129,7 +129,7 @@ pub struct Gaps {
 
 /// The journal read as calls and sessions.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct Projection {
+pub(crate) struct Projection {
     /// In chain order.
     pub calls: Vec<Call>,
     /// In order of their first entry.
@@ -331,12 +331,12 @@ impl Projection {
     }
 
     /// How many entries this projection has read, since it was made.
-    pub fn entries_read(&self) -> usize {
+    pub(crate) fn entries_read(&self) -> usize {
         self.read
     }
 
     /// The call whose `call.request` is entry `chain_seq`.
-    pub fn call_at(&self, chain_seq: i64) -> Option<&Call> {
+    pub(crate) fn call_at(&self, chain_seq: i64) -> Option<&Call> {
         self.calls
             .binary_search_by_key(&chain_seq, |c| c.chain_seq)
             .ok()
@@ -444,7 +444,7 @@ fn approval_why(e: &Entry) -> String {
 /// Text of several lines (policy text, a diff) as a person must see it: each line through
 /// [`crate::text::visible`] (the one rendering the CLI and the console share), the line breaks kept
 /// as line breaks.
-pub fn visible_lines(s: &str) -> String {
+pub(crate) fn visible_lines(s: &str) -> String {
     s.split('\n')
         .map(crate::text::visible)
         .collect::<Vec<_>>()

@@ -98,7 +98,7 @@ pub fn visible(text: &str) -> String {
 /// The note beside [`visible`] text that flags every non-ASCII character shown as itself, so a
 /// lookalike (Cyrillic `а` for Latin `a`) cannot pass unseen: each distinct one as `U+XXXX`,
 /// in order of first appearance. None when every shown character is ASCII.
-pub fn non_ascii_note(text: &str) -> Option<String> {
+pub(crate) fn non_ascii_note(text: &str) -> Option<String> {
     let mut seen: Vec<char> = Vec::new();
     for c in text.chars() {
         if !c.is_ascii() && !hidden(c) && !seen.contains(&c) {
@@ -123,7 +123,7 @@ pub fn non_ascii_note(text: &str) -> Option<String> {
 /// JSON will read, for a lookalike such as `"p\u0430ypal"` that is pure ASCII as text. Escapes of
 /// ASCII characters (`\u0022`, `\u005c`) and lone surrogates stay as written, so the result
 /// never changes where a string ends. None when the text holds no such escape.
-pub fn decode_non_ascii_escapes(text: &str) -> Option<String> {
+pub(crate) fn decode_non_ascii_escapes(text: &str) -> Option<String> {
     fn hex4(s: &str) -> Option<u32> {
         crate::ids::hex4(s.as_bytes(), 0).map(u32::from)
     }

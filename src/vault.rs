@@ -35,7 +35,7 @@ impl Secret {
     }
 
     /// The value, for the one place that needs it: the store, or the server's environment.
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 
@@ -56,7 +56,7 @@ impl std::fmt::Debug for Secret {
 
 /// Why the store did not do what was asked. No variant carries the secret.
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
-pub enum VaultError {
+pub(crate) enum VaultError {
     #[error("no credential store: {0}")]
     #[diagnostic(
         code(holdcall::vault::unreachable),
@@ -86,7 +86,7 @@ pub enum VaultError {
 
 /// A place connectors' secrets live, addressed by connector name. Calls may block (D-Bus, an
 /// unlock prompt): run them with [`run_blocking`].
-pub trait SecretStore: Send + Sync {
+pub(crate) trait SecretStore: Send + Sync {
     /// The secret of `connector`, or `None` when the store has no entry for it.
     fn get(&self, connector: &str) -> Result<Option<Secret>, VaultError>;
     /// Stores (or replaces) the secret of `connector`.
@@ -106,12 +106,12 @@ pub fn service_name(home: &Path) -> String {
 }
 
 /// The OS credential store through the `keyring` crate.
-pub struct Keyring {
+pub(crate) struct Keyring {
     service: String,
 }
 
 impl Keyring {
-    pub fn for_home(home: &Path) -> Keyring {
+    pub(crate) fn for_home(home: &Path) -> Keyring {
         Keyring {
             service: service_name(home),
         }
@@ -195,7 +195,7 @@ fn map_error(e: keyring::Error) -> VaultError {
 /// Runs one store call on a blocking thread (D-Bus calls block, and may wait for an unlock
 /// prompt) and gives up after `limits::VAULT_TIMEOUT`. A call that times out keeps running on
 /// its thread; its result is dropped.
-pub async fn run_blocking<T: Send + 'static>(
+pub(crate) async fn run_blocking<T: Send + 'static>(
     store: &Arc<dyn SecretStore>,
     f: impl FnOnce(&dyn SecretStore) -> Result<T, VaultError> + Send + 'static,
 ) -> Result<T, VaultError> {
@@ -213,7 +213,7 @@ pub async fn run_blocking<T: Send + 'static>(
 /// Writes the secret first, then runs `record` (the connector's row and journal entry, one
 /// transaction); if recording fails the secret is deleted again, so the store never holds a
 /// secret that no registration names.
-pub async fn store_then_record<T, E: std::fmt::Display>(
+pub(crate) async fn store_then_record<T, E: std::fmt::Display>(
     store: &Arc<dyn SecretStore>,
     connector: &str,
     secret: Secret,
@@ -238,7 +238,7 @@ pub async fn store_then_record<T, E: std::fmt::Display>(
 
 /// Why [`store_then_record`] changed nothing (or left only what it says).
 #[derive(Debug)]
-pub enum StoreThenRecordError {
+pub(crate) enum StoreThenRecordError {
     /// The store refused the secret; nothing was recorded.
     Store(VaultError),
     /// The registration could not be recorded; the secret was deleted again if `secret_deleted`.
@@ -254,7 +254,7 @@ pub mod file_double {
     use std::path::PathBuf;
     use std::sync::atomic::{AtomicBool, Ordering};
 
-    pub struct FileStore {
+    pub(crate) struct FileStore {
         pub dir: PathBuf,
         pub unreachable: AtomicBool,
     }

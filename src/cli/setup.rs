@@ -7,8 +7,8 @@ use std::io::Write;
 use super::CliError;
 use crate::clients::inspect::{self, show_command};
 use crate::clients::{self, ClientConfigError, FileState, Places};
-use crate::routing::{self, RoutedEntry, Routing, backup::Backups};
 use crate::config::Home;
+use crate::routing::{self, RoutedEntry, Routing, backup::Backups};
 use crate::text::visible;
 
 fn env_line(e: &RoutedEntry) -> Option<String> {

@@ -137,9 +137,8 @@ fn client_lines(
     backups: Option<&Backups>,
 ) -> Vec<Check> {
     let shown = visible(&path.display().to_string());
-    let by = |s: &dyn Fn(&Routing) -> bool| {
-        entries.iter().filter(|e| s(&e.state)).collect::<Vec<_>>()
-    };
+    let by =
+        |s: &dyn Fn(&Routing) -> bool| entries.iter().filter(|e| s(&e.state)).collect::<Vec<_>>();
     let routed = by(&|s| *s == Routing::Routed);
     let unrouted = by(&|s| *s == Routing::NotRouted);
     let remote = by(&|s| *s == Routing::Remote);

@@ -70,7 +70,7 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    pub fn from_env() -> Ctx {
+    pub(crate) fn from_env() -> Ctx {
         Ctx {
             home: Home::from_env().map_err(|e| e.to_string()),
             places: Places::from_env().map_err(|e| e.to_string()),

@@ -100,7 +100,7 @@ pub(crate) fn effective_uid(pid: i32) -> std::io::Result<u32> {
 /// its inode (a write, chmod, a new link) and cannot be set by a user, so a new file that reuses
 /// a deleted file's inode is noticed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct FileIdentity {
+pub(crate) struct FileIdentity {
     pub dev: u64,
     pub ino: u64,
     pub size: u64,

@@ -19,7 +19,7 @@ use crate::limits;
 
 /// One budget in force: at most `calls` allowed calls per relay session within its scope.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Budget {
+pub(crate) struct Budget {
     /// `budget-<seq>`.
     pub id: String,
     /// Insertion order: budgets are checked oldest first.
@@ -33,7 +33,7 @@ pub struct Budget {
 
 /// The scope of a budget, as given on the command line.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BudgetScope {
+pub(crate) struct BudgetScope {
     /// `None` = every tool (`--all-tools`).
     pub tool: Option<String>,
     pub agent: Option<String>,
@@ -42,7 +42,7 @@ pub struct BudgetScope {
 
 /// Who calls which tool where: what a budget's scope is matched against.
 #[derive(Debug, Clone, Copy)]
-pub struct CallScope<'a> {
+pub(crate) struct CallScope<'a> {
     pub agent: Option<&'a str>,
     pub connector: &'a str,
     pub tool: &'a str,
@@ -134,7 +134,7 @@ pub(crate) fn check_cap(calls: i64) -> Result<i64, BadCap> {
 
 /// Why an allowed call was refused by a budget.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BudgetRefusal {
+pub(crate) enum BudgetRefusal {
     /// The first matching budget (oldest first) without room.
     Exhausted {
         budget_id: String,
@@ -177,7 +177,7 @@ impl BudgetRefusal {
 /// The counts of one session, before the call being decided: what a policy reads as
 /// `context.session`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SessionCounts {
+pub(crate) struct SessionCounts {
     /// Tool calls decided so far in this session (retries included, whatever the decision).
     pub calls: i64,
     /// Calls allowed and charged so far (a retry of an input_required call is not charged again).
@@ -190,7 +190,7 @@ pub struct SessionCounts {
 
 /// One session's counters. Counts saturate rather than wrap.
 #[derive(Debug, Clone, Default)]
-pub struct Counters {
+pub(crate) struct Counters {
     calls: i64,
     allowed: i64,
     refused: i64,
@@ -293,7 +293,7 @@ impl Counters {
 
 /// A budget as stored.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct BudgetRow {
+pub(crate) struct BudgetRow {
     #[serde(flatten)]
     pub budget: Budget,
     pub created_at: String,

@@ -97,7 +97,7 @@ pub struct Case {
 
 /// What became of one case.
 #[derive(Debug, Clone)]
-pub struct CaseResult {
+pub(crate) struct CaseResult {
     pub case: Case,
     pub decision: Decision,
 }

@@ -22,7 +22,7 @@ const DECIMAL_DIGITS: usize = 4;
 /// Why a call's arguments could not be turned into Cedar values. A rule that reads
 /// `context.arguments` is then never evaluated half-blind: see `PolicySet::decide_with`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ArgumentsProblem {
+pub(crate) enum ArgumentsProblem {
     /// The relay did not send them (larger than `limits::ARGUMENTS_BYTES_MAX`).
     Omitted,
     /// Nested deeper than `limits::ARGUMENTS_DEPTH_MAX`.
@@ -55,7 +55,7 @@ impl std::fmt::Display for ArgumentsProblem {
 /// One argument value, mapped. `Null` only exists while reading: it is dropped from records and
 /// sets, so `context has arguments.x` is false for `"x": null`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ArgValue {
+pub(crate) enum ArgValue {
     Null,
     Bool(bool),
     Long(i64),
@@ -94,7 +94,7 @@ fn record(members: Vec<(String, ArgValue)>) -> Option<RestrictedExpression> {
 }
 
 /// Reads the raw arguments text (`None` = the call had no arguments: an empty record).
-pub fn read_arguments(raw: Option<&str>) -> Result<ArgValue, ArgumentsProblem> {
+pub(crate) fn read_arguments(raw: Option<&str>) -> Result<ArgValue, ArgumentsProblem> {
     let Some(raw) = raw else {
         return Ok(ArgValue::Record(Vec::new()));
     };
@@ -267,7 +267,7 @@ impl Reader<'_> {
 /// an integer in i64 is a `Long`; any other integer is its text; a number with a fraction or an
 /// exponent is a `decimal` when it has at most four fractional digits and fits Cedar's range,
 /// else its text.
-pub fn map_number(text: &str) -> Option<ArgValue> {
+pub(crate) fn map_number(text: &str) -> Option<ArgValue> {
     let (negative, unsigned) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, text),
@@ -356,7 +356,7 @@ fn decimal_text(negative: bool, int_part: &str, frac: &str, exp: i64) -> Option<
 
 /// What the daemon's clock says, in UTC and in the local offset used for `hour` and `weekday`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Clock {
+pub(crate) struct Clock {
     pub now: DateTime<FixedOffset>,
 }
 
@@ -377,7 +377,7 @@ impl Clock {
     }
 
     /// Cedar `datetime` text of the instant in UTC, to the millisecond.
-    pub fn cedar_datetime(&self) -> String {
+    pub(crate) fn cedar_datetime(&self) -> String {
         self.now
             .with_timezone(&Utc)
             .format("%Y-%m-%dT%H:%M:%S%.3fZ")
@@ -389,7 +389,7 @@ impl Clock {
     }
 
     /// "Mon" … "Sun".
-    pub fn weekday(&self) -> &'static str {
+    pub(crate) fn weekday(&self) -> &'static str {
         match self.now.weekday() {
             chrono::Weekday::Mon => "Mon",
             chrono::Weekday::Tue => "Tue",
@@ -404,7 +404,7 @@ impl Clock {
 
 /// The context of one call: its arguments (or why they could not be read) and the clock.
 #[derive(Debug, Clone)]
-pub struct CallContext {
+pub(crate) struct CallContext {
     pub arguments: Result<ArgValue, ArgumentsProblem>,
     pub clock: Clock,
     /// The session's counts before this call (`context.session`); zeros where there is no
@@ -414,7 +414,7 @@ pub struct CallContext {
 
 impl CallContext {
     /// From what the relay sent: the raw arguments text, or that it omitted them.
-    pub fn from_call(arguments: Option<&str>, omitted: bool, clock: Clock) -> CallContext {
+    pub(crate) fn from_call(arguments: Option<&str>, omitted: bool, clock: Clock) -> CallContext {
         CallContext {
             arguments: if omitted {
                 Err(ArgumentsProblem::Omitted)
@@ -427,7 +427,7 @@ impl CallContext {
     }
 
     /// The same context, with the session's counts before this call.
-    pub fn with_session(mut self, session: SessionCounts) -> CallContext {
+    pub(crate) fn with_session(mut self, session: SessionCounts) -> CallContext {
         self.session = session;
         self
     }
@@ -445,7 +445,7 @@ impl CallContext {
 
     /// The Cedar context. Unreadable arguments become an empty record here; the policy wrapper
     /// keeps every rule that reads them from deciding (see `PolicySet::decide_with`).
-    pub fn to_cedar(&self) -> Result<Context, String> {
+    pub(crate) fn to_cedar(&self) -> Result<Context, String> {
         let arguments = match &self.arguments {
             Ok(ArgValue::Record(members)) => record(members.clone()),
             _ => record(Vec::new()),

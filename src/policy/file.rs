@@ -57,7 +57,7 @@ impl FileRefused {
 
 /// A policy of a checked file: its id, its canonical (formatted) text, and the lint warnings.
 #[derive(Debug, Clone)]
-pub struct FilePolicy {
+pub(crate) struct FilePolicy {
     pub id: String,
     pub text: String,
     /// `file:line:col` of the policy's first character.
@@ -68,7 +68,7 @@ pub struct FilePolicy {
 
 /// A file that passed every check.
 #[derive(Debug, Clone)]
-pub struct CheckedFile {
+pub(crate) struct CheckedFile {
     pub policies: Vec<FilePolicy>,
     /// `file:line:col: warning`, one per finding.
     pub warnings: Vec<String>,

@@ -1,6 +1,5 @@
 //! The precedence table's case parser (`tests/policy/precedence.txt`), shared with tests.
 
-use crate::policy::decide::CallRequest;
 use crate::policy::scope::{Effect, Scope};
 
 /// One line of the precedence table: rules in insertion order (rule 1 is the oldest), the
@@ -12,13 +11,15 @@ pub struct PrecedenceCase {
     pub winner: usize,
 }
 
+#[cfg(test)]
 impl PrecedenceCase {
     /// The request every case is decided for: agent `A`, connector `C`, tool `T`.
-    pub const REQUEST: CallRequest<'static> = CallRequest {
-        agent: Some("A"),
-        connector: "C",
-        tool: "T",
-    };
+    pub(crate) const REQUEST: crate::policy::decide::CallRequest<'static> =
+        crate::policy::decide::CallRequest {
+            agent: Some("A"),
+            connector: "C",
+            tool: "T",
+        };
 }
 
 /// Reads a table scope: `[agent:](tool|*)[@connector]`, e.g. `T`, `A:*@C`.
