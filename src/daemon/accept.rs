@@ -1,0 +1,194 @@
+//! Listening on the socket and accepting connections: each peer is judged (this build, this
+//! user) and its parent image read before a byte of it is read; then its requests are served.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::mpsc::unbounded_channel;
+
+use crate::agents;
+use crate::approval::{self, Cause};
+use crate::daemon::{
+    DaemonError, Shared,
+    dispatch::{ConnCtx, Next, handle},
+    hold::settle,
+};
+use crate::ipc::{Release, Request, Response};
+use crate::journal::{Fields, Kind};
+use crate::limits;
+use crate::os::peer;
+use tokio::io::AsyncWriteExt;
+
+/// Listens on `socket` with credential passing on before anyone can connect, put in place by
+/// an atomic rename (see `peer::listen_passing_credentials`); the file it is at, to watch.
+pub(crate) fn listen(
+    socket: &std::path::Path,
+) -> Result<(UnixListener, peer::SocketFile), DaemonError> {
+    let err = |source| DaemonError::Listen {
+        path: socket.display().to_string(),
+        source,
+    };
+    let (std_listener, file) = peer::listen_passing_credentials(socket).map_err(err)?;
+    std_listener.set_nonblocking(true).map_err(err)?;
+    let listener = UnixListener::from_std(std_listener).map_err(err)?;
+    Ok((listener, file))
+}
+
+pub(crate) async fn serve_conn(state: Arc<Shared>, stream: UnixStream, conn: u64) {
+    // Judging the peer and finding its parent stat files under /proc, which reach the file
+    // system of the peer's executable; one that never answers (a hung FUSE mount) must stall
+    // only this connection, never the daemon's few async threads. So both run on the blocking
+    // pool under a bound; past it the connection is refused.
+    let Ok(fd) = std::os::fd::AsFd::as_fd(&stream).try_clone_to_owned() else {
+        tracing::warn!("refused a connection: its socket could not be duplicated");
+        return;
+    };
+    let checked = tokio::time::timeout(
+        limits::PEER_CHECK_TIMEOUT,
+        tokio::task::spawn_blocking(move || {
+            let verdict = peer::judge(&fd);
+            // Who is calling is the kernel's word: the executable of the relay's parent, read
+            // now and matched against the enrolments in force when its session starts. Nothing
+            // a relay or client sends can name it; a failure is unenrolled.
+            let image = match verdict {
+                peer::Verdict::Same { pid } => match agents::parent_image(&fd, pid) {
+                    Ok(image) => Some(image),
+                    Err(why) => {
+                        tracing::info!("relay pid {pid}: no agent derived ({why}); unenrolled");
+                        None
+                    }
+                },
+                _ => None,
+            };
+            (verdict, image)
+        }),
+    )
+    .await;
+    let (verdict, image) = match checked {
+        Ok(Ok(v)) => v,
+        Ok(Err(_)) | Err(_) => {
+            tracing::warn!(
+                "refused a connection: its peer could not be judged within {:?}",
+                limits::PEER_CHECK_TIMEOUT
+            );
+            return;
+        }
+    };
+    let peer::Verdict::Same { pid } = verdict else {
+        // Nothing is read from, or written to, a peer that is not this build running as us.
+        tracing::warn!("refused a connection: {}", verdict.describe("the peer"));
+        return;
+    };
+    let (r, mut w) = stream.into_split();
+    let mut r = peer::CheckedReader::new(r, pid);
+    let (out, mut out_rx) = unbounded_channel::<Vec<u8>>();
+    let st = Arc::clone(&state);
+    let writer = tokio::spawn(async move {
+        while let Some(line) = out_rx.recv().await {
+            if line.is_empty() {
+                // The shutdown mark (see `Request::Shutdown`): everything queued before it,
+                // the answer to `daemon stop` included, is written; now the daemon may stop.
+                st.shutdown.notify_one();
+                continue;
+            }
+            if w.write_all(&line).await.is_err() {
+                break;
+            }
+        }
+        // Dropping the write half shuts the socket down for writing: the peer sees the end.
+    });
+    let ctx = ConnCtx { id: conn, out };
+    let mut session_role: Option<bool> = None;
+    let mut owned: HashSet<String> = HashSet::new();
+    loop {
+        let line = match r.read_line(limits::SOCKET_LINE_BYTES_MAX).await {
+            Ok(Some(l)) => l,
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!("closing connection {conn} (pid {pid}): {e}");
+                break;
+            }
+        };
+        let next = match serde_json::from_slice::<Request>(&line) {
+            Err(e) => Next::ReplyAndClose(Response::Error {
+                message: format!("unreadable request: {e}"),
+            }),
+            // Which home this daemon serves: asked first on every connection, and giving it no
+            // role.
+            Ok(Request::Hello) => Next::Reply(Response::Hello(state.serves.clone())),
+            Ok(req) => {
+                let is_session = req.is_session();
+                if *session_role.get_or_insert(is_session) != is_session {
+                    Next::ReplyAndClose(Response::Error {
+                        message: "a connection either carries one relay's sessions or management requests, never both".into(),
+                    })
+                } else {
+                    handle(&state, &ctx, &mut owned, image.as_ref(), req).await
+                }
+            }
+        };
+        let (resp, close) = match next {
+            Next::Reply(r) => (r, false),
+            Next::ReplyAndClose(r) => (r, true),
+            Next::Sent => continue,
+        };
+        let Some(line) = approval::pushed_line(&resp) else {
+            break;
+        };
+        if ctx.out.send(line).is_err() || close {
+            break;
+        }
+    }
+    // Calls this connection's relay was waiting on can no longer be forwarded: each is
+    // rejected and journaled with the reason.
+    for hold in state.approvals.take_where(|h| h.conn == conn) {
+        let _ = settle(
+            &state,
+            hold,
+            Release::Rejected,
+            Cause::ConnectionDropped,
+            None,
+        )
+        .await;
+    }
+    drop(ctx);
+    // A watching connection's queue is also held by the registry's list of watchers; its writer
+    // is stopped here rather than left until the next hold finds the socket closed.
+    let stop = writer.abort_handle();
+    if tokio::time::timeout(limits::SERVER_STOP_GRACE, writer)
+        .await
+        .is_err()
+    {
+        stop.abort();
+    }
+    end_sessions(
+        &state,
+        owned,
+        "the relay's connection closed before it ended the session",
+    )
+    .await;
+}
+
+pub(crate) async fn end_sessions(state: &Shared, ids: HashSet<String>, reason: &str) {
+    for id in ids {
+        let was_open = state
+            .sessions
+            .lock()
+            .map(|mut s| s.remove(&id).is_some())
+            .unwrap_or(false);
+        if was_open {
+            let _ = state
+                .writer
+                .append(
+                    Kind::SessionEnd,
+                    Fields {
+                        session_id: Some(id),
+                        reason: Some(reason.to_string()),
+                        ..Fields::default()
+                    },
+                )
+                .await;
+        }
+    }
+}
