@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use crate::config::Home;
 use crate::frame;
-use crate::ipc::{self, Request, Response, Verdict, WireError};
+use crate::ipc::{
+    self, SessionRequest as Request, SessionResponse as Response, Verdict, WireError,
+};
 use crate::limits;
 
 /// What `holdcall bench-decisions` was asked to do.

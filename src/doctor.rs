@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::clients::{self, EntryState, FileState, Places, backup::Backups};
 use crate::config::{Config, Home};
-use crate::ipc::{self, Probe, Request, Response};
+use crate::ipc::{self, ManageRequest as Request, ManageResponse as Response, Probe};
 use crate::journal::{ChainState, Reader};
 use crate::limits;
 use crate::text::visible;

@@ -17,7 +17,7 @@ mod setup;
 use daemon::{daemon_cmd, daemon_line};
 
 use crate::config::{Config, Home};
-use crate::ipc::{self, Probe, Request, Response, WireError};
+use crate::ipc::{self, ManageRequest as Request, ManageResponse as Response, Probe, WireError};
 use crate::journal::{self, ChainState, Entry, LogFilter, Reader};
 use crate::limits;
 use crate::policy::{Effect, Explanation, Scope};

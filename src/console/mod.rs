@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 mod connections;
 
 use crate::config::Home;
-use crate::ipc::{self, Request as WireRequest, Response as WireResponse, WireError};
+use crate::ipc::{self, ManageRequest as WireRequest, ManageResponse as WireResponse, WireError};
 use crate::journal::{Entry, LogFilter, Reader, VerifyReport};
 use crate::limits;
 use crate::projection::{self, Projection};
@@ -1404,17 +1404,6 @@ mod tests {
                 path: "/bin/true".into(),
             },
             WireRequest::AgentRemove { name: "a".into() },
-            WireRequest::SessionStart {
-                session_id: "s".into(),
-                connector: "c".into(),
-                client: None,
-                connector_from: None,
-            },
-            WireRequest::SessionEnd {
-                session_id: "s".into(),
-                protocol_version: None,
-                ended: None,
-            },
         ];
         assert!(reads.iter().all(is_read_request));
         assert!(!writes.iter().any(is_read_request));

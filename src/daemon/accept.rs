@@ -11,10 +11,10 @@ use crate::agents;
 use crate::approval::{self, Cause};
 use crate::daemon::{
     DaemonError, Shared,
-    dispatch::{ConnCtx, Next, handle},
+    dispatch::{self, ConnCtx, Next},
     hold::settle,
 };
-use crate::ipc::{Release, Request, Response};
+use crate::ipc::{HelloResponse, Incoming, ManageResponse, Release, SessionResponse};
 use crate::journal::{Fields, Kind};
 use crate::limits;
 use crate::os::peer;
@@ -35,14 +35,73 @@ pub(crate) fn listen(
     Ok((listener, file))
 }
 
+/// Serves one accepted connection: its peer judged, then its lines read and answered until it
+/// closes or breaks the protocol, then what it leaves behind (held calls, open sessions) ended.
 pub(crate) async fn serve_conn(state: Arc<Shared>, stream: UnixStream, conn: u64) {
+    let Some((pid, image)) = judge(&stream).await else {
+        return;
+    };
+    let (r, mut w) = stream.into_split();
+    let mut r = peer::CheckedReader::new(r, pid);
+    let (out, mut out_rx) = unbounded_channel::<Vec<u8>>();
+    let st = Arc::clone(&state);
+    let writer = tokio::spawn(async move {
+        while let Some(line) = out_rx.recv().await {
+            if line.is_empty() {
+                // The shutdown mark (see `ManageRequest::Shutdown`): everything queued before it,
+                // the answer to `daemon stop` included, is written; now the daemon may stop.
+                st.shutdown.notify_one();
+                continue;
+            }
+            if w.write_all(&line).await.is_err() {
+                break;
+            }
+        }
+        // Dropping the write half shuts the socket down for writing: the peer sees the end.
+    });
+    let ctx = ConnCtx { id: conn, out };
+    let mut owned: HashSet<String> = HashSet::new();
+    serve_lines(&state, &ctx, &mut r, pid, image.as_ref(), &mut owned).await;
+    // Calls this connection's relay was waiting on can no longer be forwarded: each is
+    // rejected and journaled with the reason.
+    for hold in state.approvals.take_where(|h| h.conn == conn) {
+        let _ = settle(
+            &state,
+            hold,
+            Release::Rejected,
+            Cause::ConnectionDropped,
+            None,
+        )
+        .await;
+    }
+    drop(ctx);
+    // A watching connection's queue is also held by the registry's list of watchers; its writer
+    // is stopped here rather than left until the next hold finds the socket closed.
+    let stop = writer.abort_handle();
+    if tokio::time::timeout(limits::SERVER_STOP_GRACE, writer)
+        .await
+        .is_err()
+    {
+        stop.abort();
+    }
+    end_sessions(
+        &state,
+        owned,
+        "the relay's connection closed before it ended the session",
+    )
+    .await;
+}
+
+/// The peer of `stream`, by the kernel's word: its pid and its parent's image (None:
+/// unenrolled) when it is this build running as us; None (the connection refused) otherwise.
+async fn judge(stream: &UnixStream) -> Option<(i32, Option<agents::Identity>)> {
     // Judging the peer and finding its parent stat files under /proc, which reach the file
     // system of the peer's executable; one that never answers (a hung FUSE mount) must stall
     // only this connection, never the daemon's few async threads. So both run on the blocking
     // pool under a bound; past it the connection is refused.
     let Ok(fd) = std::os::fd::AsFd::as_fd(&stream).try_clone_to_owned() else {
         tracing::warn!("refused a connection: its socket could not be duplicated");
-        return;
+        return None;
     };
     let checked = tokio::time::timeout(
         limits::PEER_CHECK_TIMEOUT,
@@ -72,35 +131,38 @@ pub(crate) async fn serve_conn(state: Arc<Shared>, stream: UnixStream, conn: u64
                 "refused a connection: its peer could not be judged within {:?}",
                 limits::PEER_CHECK_TIMEOUT
             );
-            return;
+            return None;
         }
     };
     let peer::Verdict::Same { pid } = verdict else {
         // Nothing is read from, or written to, a peer that is not this build running as us.
         tracing::warn!("refused a connection: {}", verdict.describe("the peer"));
-        return;
+        return None;
     };
-    let (r, mut w) = stream.into_split();
-    let mut r = peer::CheckedReader::new(r, pid);
-    let (out, mut out_rx) = unbounded_channel::<Vec<u8>>();
-    let st = Arc::clone(&state);
-    let writer = tokio::spawn(async move {
-        while let Some(line) = out_rx.recv().await {
-            if line.is_empty() {
-                // The shutdown mark (see `Request::Shutdown`): everything queued before it,
-                // the answer to `daemon stop` included, is written; now the daemon may stop.
-                st.shutdown.notify_one();
-                continue;
-            }
-            if w.write_all(&line).await.is_err() {
-                break;
-            }
-        }
-        // Dropping the write half shuts the socket down for writing: the peer sees the end.
-    });
-    let ctx = ConnCtx { id: conn, out };
-    let mut session_role: Option<bool> = None;
-    let mut owned: HashSet<String> = HashSet::new();
+    Some((pid, image))
+}
+
+/// Which protocol a connection speaks: fixed by its first request after the hello.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Session,
+    Manage,
+}
+
+/// Reads and answers the lines of one connection, each through [`Incoming`], until the peer
+/// closes, breaks the protocol or cannot be written to. Here is where a connection keeps to one
+/// protocol: the first request of either fixes it, and a request of the other is refused and
+/// the connection closed.
+async fn serve_lines(
+    state: &Arc<Shared>,
+    ctx: &ConnCtx,
+    r: &mut peer::CheckedReader,
+    pid: i32,
+    image: Option<&agents::Identity>,
+    owned: &mut HashSet<String>,
+) {
+    let conn = ctx.id;
+    let mut role: Option<Role> = None;
     loop {
         let line = match r.read_line(limits::SOCKET_LINE_BYTES_MAX).await {
             Ok(Some(l)) => l,
@@ -110,64 +172,52 @@ pub(crate) async fn serve_conn(state: Arc<Shared>, stream: UnixStream, conn: u64
                 break;
             }
         };
-        let next = match serde_json::from_slice::<Request>(&line) {
-            Err(e) => Next::ReplyAndClose(Response::Error {
-                message: format!("unreadable request: {e}"),
-            }),
+        let next = match Incoming::read(&line) {
+            Err(e) => refused(role, format!("unreadable request: {e}")),
             // Which home this daemon serves: asked first on every connection, and giving it no
             // role.
-            Ok(Request::Hello) => Next::Reply(Response::Hello(state.serves.clone())),
-            Ok(req) => {
-                let is_session = req.is_session();
-                if *session_role.get_or_insert(is_session) != is_session {
-                    Next::ReplyAndClose(Response::Error {
-                        message: "a connection either carries one relay's sessions or management requests, never both".into(),
-                    })
-                } else {
-                    handle(&state, &ctx, &mut owned, image.as_ref(), req).await
-                }
-            }
+            Ok(Incoming::Hello(_)) => Next::Reply(approval::pushed_line(&HelloResponse::Hello(
+                state.serves.clone(),
+            ))),
+            Ok(Incoming::Session(req)) => match *role.get_or_insert(Role::Session) {
+                Role::Session => dispatch::session(state, ctx, owned, image, req)
+                    .await
+                    .map(|a| approval::pushed_line(&a)),
+                Role::Manage => refused(role, NEVER_BOTH.into()),
+            },
+            Ok(Incoming::Manage(req)) => match *role.get_or_insert(Role::Manage) {
+                Role::Manage => dispatch::manage(state, ctx, req)
+                    .await
+                    .map(|a| approval::pushed_line(&a)),
+                Role::Session => refused(role, NEVER_BOTH.into()),
+            },
         };
-        let (resp, close) = match next {
-            Next::Reply(r) => (r, false),
-            Next::ReplyAndClose(r) => (r, true),
+        let (line, close) = match next {
+            Next::Reply(l) => (l, false),
+            Next::ReplyAndClose(l) => (l, true),
             Next::Sent => continue,
         };
-        let Some(line) = approval::pushed_line(&resp) else {
+        let Some(line) = line else {
             break;
         };
         if ctx.out.send(line).is_err() || close {
             break;
         }
     }
-    // Calls this connection's relay was waiting on can no longer be forwarded: each is
-    // rejected and journaled with the reason.
-    for hold in state.approvals.take_where(|h| h.conn == conn) {
-        let _ = settle(
-            &state,
-            hold,
-            Release::Rejected,
-            Cause::ConnectionDropped,
-            None,
-        )
-        .await;
-    }
-    drop(ctx);
-    // A watching connection's queue is also held by the registry's list of watchers; its writer
-    // is stopped here rather than left until the next hold finds the socket closed.
-    let stop = writer.abort_handle();
-    if tokio::time::timeout(limits::SERVER_STOP_GRACE, writer)
-        .await
-        .is_err()
-    {
-        stop.abort();
-    }
-    end_sessions(
-        &state,
-        owned,
-        "the relay's connection closed before it ended the session",
-    )
-    .await;
+}
+
+/// Why a request of the other protocol is refused on a connection.
+const NEVER_BOTH: &str =
+    "a connection either carries one relay's sessions or management requests, never both";
+
+/// An error answer, then close, said in the protocol of the connection (the hello's, before a
+/// request fixed one): its line, or None when it cannot be written.
+fn refused(role: Option<Role>, message: String) -> Next<Option<Vec<u8>>> {
+    Next::ReplyAndClose(match role {
+        Some(Role::Session) => approval::pushed_line(&SessionResponse::Error { message }),
+        Some(Role::Manage) => approval::pushed_line(&ManageResponse::Error { message }),
+        None => approval::pushed_line(&HelloResponse::Error { message }),
+    })
 }
 
 pub(crate) async fn end_sessions(state: &Shared, ids: HashSet<String>, reason: &str) {

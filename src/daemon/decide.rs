@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use crate::daemon::{
     Session, Shared,
-    dispatch::{ConnCtx, Next, violation},
+    dispatch::{ConnCtx, Next, SessionNext, violation},
     hold::hold_call,
     in_force::{in_force, refresh},
     writer::AppendError,
 };
-use crate::ipc::{Response, Verdict};
+use crate::ipc::{SessionResponse, Verdict};
 use crate::journal::{Fields, Kind};
 use crate::limits;
 use crate::policy::budget::Budget;
@@ -46,7 +46,7 @@ pub(crate) async fn call_request(
     owned: &HashSet<String>,
     call: AskedCall,
     ctx: CallContext,
-) -> Next {
+) -> SessionNext {
     let (session_id, seq) = (call.session_id.clone(), call.seq);
     let (tool, args_digest) = (call.tool.clone(), call.args_digest.clone());
     let retry_of = call.retry_of;
@@ -70,7 +70,7 @@ pub(crate) async fn call_request(
         (s.connector.clone(), s.agent.clone())
     };
     let undecided = |reason: String| {
-        Next::Reply(Response::Decision {
+        Next::Reply(SessionResponse::Decision {
             session_id: session_id.clone(),
             seq,
             decision: Verdict::Undecided,
@@ -156,7 +156,7 @@ pub(crate) async fn call_request(
             Ok(_) if v.verdict == Verdict::Held => {
                 hold_call(state, conn, call, connector, agent, v.policy_id, v.reason).await
             }
-            Ok(_) => Next::Reply(Response::Decision {
+            Ok(_) => Next::Reply(SessionResponse::Decision {
                 session_id,
                 seq,
                 decision: v.verdict,

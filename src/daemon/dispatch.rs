@@ -1,5 +1,6 @@
-//! The per-connection request loop's answers: one function per request kind, and the shape of
-//! what a handled request asks the connection to do next.
+//! What the connection loop does with one request: `session` for the relay-session protocol,
+//! `manage` for the management protocol, each a match that hands the request to the function
+//! of its kind; and the shape of what a handled request asks the connection to do next.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -21,21 +22,57 @@ use crate::daemon::{
     session::session_start,
     writer::Op,
 };
-use crate::ipc::{Release, Request, Response};
+use crate::ipc::{
+    ManageRequest, ManageResponse, Release, SessionEnded, SessionRequest, SessionResponse,
+};
 use crate::journal::{Fields, Kind};
 use crate::policy::budget::CallScope;
 use crate::policy::context::CallContext;
 use crate::policy::{self, CallRequest};
 use crate::vault;
 
-/// What a handled request asks the connection to do next.
-pub(crate) enum Next {
-    Reply(Response),
+/// What a handled request asks the connection to do next; `A` is the answer type of the
+/// connection's protocol.
+pub(crate) enum Next<A> {
+    Reply(A),
     /// Answer, then close: the peer broke the protocol.
-    ReplyAndClose(Response),
+    ReplyAndClose(A),
     /// The answer has already been queued on the connection (a held call's answer must go out
     /// before its hold can be seen, and so before any pushed word about it).
     Sent,
+}
+
+impl<A> Next<A> {
+    /// The same next step, its answer turned into something else (the line it is sent as).
+    pub(crate) fn map<B>(self, f: impl FnOnce(A) -> B) -> Next<B> {
+        match self {
+            Next::Reply(a) => Next::Reply(f(a)),
+            Next::ReplyAndClose(a) => Next::ReplyAndClose(f(a)),
+            Next::Sent => Next::Sent,
+        }
+    }
+}
+
+/// What a request of the relay-session protocol asks next.
+pub(crate) type SessionNext = Next<SessionResponse>;
+/// What a request of the management protocol asks next.
+pub(crate) type ManageNext = Next<ManageResponse>;
+
+/// The answer type of either protocol: each says an error the same way (`{"kind":"error"}`).
+pub(crate) trait Answer {
+    fn error(message: String) -> Self;
+}
+
+impl Answer for SessionResponse {
+    fn error(message: String) -> Self {
+        SessionResponse::Error { message }
+    }
+}
+
+impl Answer for ManageResponse {
+    fn error(message: String) -> Self {
+        ManageResponse::Error { message }
+    }
 }
 
 /// One connection as the handlers see it: its number, and its queue of outgoing lines. Every
@@ -48,41 +85,25 @@ pub(crate) struct ConnCtx {
     pub(crate) out: UnboundedSender<Vec<u8>>,
 }
 
-pub(crate) fn error(message: impl Into<String>) -> Next {
-    Next::Reply(Response::Error {
-        message: message.into(),
-    })
+pub(crate) fn error<A: Answer>(message: impl Into<String>) -> Next<A> {
+    Next::Reply(A::error(message.into()))
 }
 
-pub(crate) fn violation(message: impl Into<String>) -> Next {
-    Next::ReplyAndClose(Response::Error {
-        message: message.into(),
-    })
+pub(crate) fn violation<A: Answer>(message: impl Into<String>) -> Next<A> {
+    Next::ReplyAndClose(A::error(message.into()))
 }
 
-/// `image` is the executable of the relay's parent, read at accept (None: unenrolled).
-pub(crate) async fn handle(
+/// A request of the relay-session protocol. `image` is the executable of the relay's parent,
+/// read at accept (None: unenrolled).
+pub(crate) async fn session(
     state: &Arc<Shared>,
     conn: &ConnCtx,
     owned: &mut HashSet<String>,
     image: Option<&agents::Identity>,
-    req: Request,
-) -> Next {
-    let changes_what_is_in_force = matches!(
-        &req,
-        Request::PolicySet { .. }
-            | Request::PolicyRemove { .. }
-            | Request::BudgetSet { .. }
-            | Request::BudgetRemove { .. }
-            | Request::AgentAdd { .. }
-            | Request::AgentRemove { .. }
-            | Request::PolicyImport { dry_run: false, .. }
-    );
-    if changes_what_is_in_force && let Some(refused) = changes_refused(state) {
-        return refused;
-    }
+    req: SessionRequest,
+) -> SessionNext {
     match req {
-        Request::SessionStart {
+        SessionRequest::SessionStart {
             session_id,
             connector,
             client,
@@ -98,7 +119,7 @@ pub(crate) async fn handle(
             )
             .await
         }
-        Request::CallRequest {
+        SessionRequest::CallRequest {
             session_id,
             seq,
             tool,
@@ -107,15 +128,6 @@ pub(crate) async fn handle(
             arguments_omitted,
             retry_of,
         } => {
-            // The arguments a rule reads must be the bytes the journal's digest names.
-            if arguments
-                .as_deref()
-                .is_some_and(|a| crate::frame::sha256_hex(a.as_bytes()) != args_digest)
-            {
-                return violation("the arguments sent do not match their digest");
-            }
-            let ctx =
-                CallContext::from_call(arguments.as_deref(), arguments_omitted, state.clock());
             let call = AskedCall {
                 session_id,
                 seq,
@@ -125,9 +137,9 @@ pub(crate) async fn handle(
                 arguments_omitted,
                 retry_of,
             };
-            call_request(state, conn, owned, call, ctx).await
+            asked_call(state, conn, owned, call).await
         }
-        Request::CallOutcome {
+        SessionRequest::CallOutcome {
             session_id,
             seq,
             ok,
@@ -147,7 +159,7 @@ pub(crate) async fn handle(
             )
             .await
         }
-        Request::Anomaly {
+        SessionRequest::Anomaly {
             session_id,
             anomaly,
         } => {
@@ -163,170 +175,124 @@ pub(crate) async fn handle(
             )
             .await
         }
-        Request::SessionEnd {
+        SessionRequest::SessionEnd {
             session_id,
             protocol_version,
             ended,
-        } => {
-            if !owned.remove(&session_id) {
-                return violation("this connection did not open that session");
-            }
-            if let Ok(mut s) = state.sessions.lock() {
-                s.remove(&session_id);
-            }
-            // The relay still listens: each held call's word is pushed before this answer.
-            for hold in state.approvals.take_where(|h| h.session_id == session_id) {
-                let _ = settle(state, hold, Release::Rejected, Cause::SessionEnded, None).await;
-            }
-            one_way(
-                state,
-                Kind::SessionEnd,
-                Fields {
-                    session_id: Some(session_id),
-                    protocol_version: protocol_version.filter(|v| !v.is_empty()),
-                    reason: ended.map(|e| e.describe().to_string()),
-                    ..Fields::default()
-                },
-            )
-            .await
-        }
-        Request::PolicySet { effect, scope } => policy_set(state, effect, scope).await,
-        Request::PolicyRemove { scope } => policy_remove(state, scope).await,
-        Request::BudgetSet { calls, scope } => budget_set(state, calls, scope).await,
-        Request::BudgetRemove { scope } => budget_remove(state, scope).await,
-        Request::AgentAdd { name, path } => agent_add(state, name, path).await,
-        Request::AgentList => agent_list(state),
-        Request::AgentRemove { name } => agent_remove(state, name).await,
-        Request::ConnectorSet(req) => connector_set(state, req).await,
-        Request::ConnectorRemove { name } => connector_remove(state, name).await,
-        Request::ConnectorList => match state.writer.ask(Op::Connectors).await {
-            Ok(Ok(connectors)) => Next::Reply(Response::ConnectorList { connectors }),
-            Ok(Err(e)) => error(format!("the connectors cannot be read: {e}")),
-            Err(e) => error(e.to_string()),
+        } => session_end(state, owned, session_id, protocol_version, ended).await,
+    }
+}
+
+/// `call.request`: the arguments checked against their digest, then decided.
+async fn asked_call(
+    state: &Arc<Shared>,
+    conn: &ConnCtx,
+    owned: &HashSet<String>,
+    call: AskedCall,
+) -> SessionNext {
+    // The arguments a rule reads must be the bytes the journal's digest names.
+    if call
+        .arguments
+        .as_deref()
+        .is_some_and(|a| crate::frame::sha256_hex(a.as_bytes()) != call.args_digest)
+    {
+        return violation("the arguments sent do not match their digest");
+    }
+    let ctx = CallContext::from_call(
+        call.arguments.as_deref(),
+        call.arguments_omitted,
+        state.clock(),
+    );
+    call_request(state, conn, owned, call, ctx).await
+}
+
+/// `session.end`: the session's held calls are rejected (their words pushed before this
+/// answer), then its end is journaled.
+async fn session_end(
+    state: &Shared,
+    owned: &mut HashSet<String>,
+    session_id: String,
+    protocol_version: Option<String>,
+    ended: Option<SessionEnded>,
+) -> SessionNext {
+    if !owned.remove(&session_id) {
+        return violation("this connection did not open that session");
+    }
+    if let Ok(mut s) = state.sessions.lock() {
+        s.remove(&session_id);
+    }
+    // The relay still listens: each held call's word is pushed before this answer.
+    for hold in state.approvals.take_where(|h| h.session_id == session_id) {
+        let _ = settle(state, hold, Release::Rejected, Cause::SessionEnded, None).await;
+    }
+    one_way(
+        state,
+        Kind::SessionEnd,
+        Fields {
+            session_id: Some(session_id),
+            protocol_version: protocol_version.filter(|v| !v.is_empty()),
+            reason: ended.map(|e| e.describe().to_string()),
+            ..Fields::default()
         },
-        Request::PolicyList => {
-            let rows = state.rows.lock().await;
-            Next::Reply(Response::PolicyList {
-                policies: rows.iter().map(listed).collect(),
-                budgets: current_budgets(state).to_vec(),
-            })
-        }
-        Request::PolicyExplain {
+    )
+    .await
+}
+
+/// Whether `req` would change the policy, budgets or enrolments in force.
+fn changes_what_is_in_force(req: &ManageRequest) -> bool {
+    matches!(
+        req,
+        ManageRequest::PolicySet { .. }
+            | ManageRequest::PolicyRemove { .. }
+            | ManageRequest::BudgetSet { .. }
+            | ManageRequest::BudgetRemove { .. }
+            | ManageRequest::AgentAdd { .. }
+            | ManageRequest::AgentRemove { .. }
+            | ManageRequest::PolicyImport { dry_run: false, .. }
+    )
+}
+
+/// A request of the management protocol.
+pub(crate) async fn manage(state: &Arc<Shared>, conn: &ConnCtx, req: ManageRequest) -> ManageNext {
+    if changes_what_is_in_force(&req)
+        && let Some(refused) = changes_refused(state)
+    {
+        return refused;
+    }
+    match req {
+        ManageRequest::PolicySet { effect, scope } => policy_set(state, effect, scope).await,
+        ManageRequest::PolicyRemove { scope } => policy_remove(state, scope).await,
+        ManageRequest::BudgetSet { calls, scope } => budget_set(state, calls, scope).await,
+        ManageRequest::BudgetRemove { scope } => budget_remove(state, scope).await,
+        ManageRequest::AgentAdd { name, path } => agent_add(state, name, path).await,
+        ManageRequest::AgentList => agent_list(state),
+        ManageRequest::AgentRemove { name } => agent_remove(state, name).await,
+        ManageRequest::ConnectorSet(req) => connector_set(state, req).await,
+        ManageRequest::ConnectorRemove { name } => connector_remove(state, name).await,
+        ManageRequest::ConnectorList => connector_list(state).await,
+        ManageRequest::PolicyList => policy_list(state).await,
+        ManageRequest::PolicyExplain {
             agent,
             connector,
             tool,
             arguments,
-        } => {
-            if let Err(e) = policy::validate_tool_name(&tool) {
-                return error(e.to_string());
-            }
-            for (kind, name) in [("agent", &agent), ("connector", &connector)] {
-                if let Some(n) = name
-                    && let Err(e) = policy::validate_scope_name(kind, n)
-                {
-                    return error(e.to_string());
-                }
-            }
-            let set = current_policy(state);
-            let ctx = CallContext::from_call(arguments.as_deref(), false, state.clock());
-            let explanation = set.explain_with(
-                &CallRequest {
-                    agent: agent.as_deref(),
-                    connector: connector.as_deref().unwrap_or(""),
-                    tool: &tool,
-                },
-                &ctx,
-            );
-            let call = CallScope {
-                agent: agent.as_deref(),
-                connector: connector.as_deref().unwrap_or(""),
-                tool: &tool,
-            };
-            let budgets = current_budgets(state)
-                .iter()
-                .filter(|b| b.budget.scope().applies(&call))
-                .cloned()
-                .collect();
-            Next::Reply(Response::Explain {
-                explanation: Box::new(explanation),
-                budgets,
-            })
-        }
-        Request::PolicyImport {
+        } => policy_explain(state, agent, connector, tool, arguments),
+        ManageRequest::PolicyImport {
             file,
             text,
             dry_run,
         } => policy_import(state, file, text, dry_run).await,
-        Request::PolicyExport => Next::Reply(Response::PolicyText {
+        ManageRequest::PolicyExport => Next::Reply(ManageResponse::PolicyText {
             text: current_policy(state).text(),
         }),
-        Request::Hello => Next::Reply(Response::Hello(state.serves.clone())),
-        Request::VaultProbe => {
-            // A name no connector can have (a space is not allowed in one): a reachable store
-            // answers "no such entry", and nothing is read or written.
-            let probe = vault::run_blocking(&state.vault, |s| s.get("holdcall probe")).await;
-            let where_ = state.vault.describe();
-            Next::Reply(match probe {
-                Ok(_) => Response::VaultStatus {
-                    reachable: true,
-                    message: format!("{where_} answers"),
-                },
-                Err(e) => Response::VaultStatus {
-                    reachable: false,
-                    message: format!("{where_}: {e}"),
-                },
-            })
-        }
-        Request::Status => {
-            let head = state.writer.ask(Op::Head).await.ok().flatten();
-            let sessions = state.sessions.lock().map(|s| s.len()).unwrap_or(0);
-            Next::Reply(Response::Status {
-                pid: std::process::id(),
-                version: crate::VERSION.to_string(),
-                sessions,
-                policies: current_policy(state).info().len(),
-                entries: head.as_ref().map(|h| h.0),
-                head: head.map(|h| h.1),
-                durability: match state.durability {
-                    Durability::Power => "power".into(),
-                    Durability::Process => "process".into(),
-                },
-                cannot_decide: current_refusal(state).or_else(|| {
-                    state
-                        .writer_fault
-                        .lock()
-                        .ok()
-                        .and_then(|f| f.clone())
-                        .map(|e| {
-                            format!("the journal cannot be written, so every call is refused: {e}")
-                        })
-                }),
-            })
-        }
-        Request::Shutdown => {
-            // The answer must reach the CLI before the daemon stops: it is queued, then an
-            // empty line (never a real one: every line ends in a newline) that the connection's
-            // writer turns into the stop once everything before it is written.
-            let queued = approval::pushed_line(&Response::Ok)
-                .is_some_and(|line| conn.out.send(line).is_ok())
-                && conn.out.send(Vec::new()).is_ok();
-            if !queued {
-                state.shutdown.notify_one();
-            }
-            Next::Sent
-        }
-        Request::ApprovalList => Next::Reply(Response::HeldCalls {
+        ManageRequest::VaultProbe => vault_probe(state).await,
+        ManageRequest::Status => status(state).await,
+        ManageRequest::Shutdown => shutdown(state, conn),
+        ManageRequest::ApprovalList => Next::Reply(ManageResponse::HeldCalls {
             calls: state.approvals.list(),
         }),
-        Request::ApprovalWatch => {
-            // Subscribed before the list is taken, so no call held in between is missed (one
-            // may be shown twice; the CLI skips ids it has shown).
-            state.approvals.watch(conn.out.clone());
-            Next::Reply(Response::HeldCalls {
-                calls: state.approvals.list(),
-            })
-        }
-        Request::ApprovalDecide {
+        ManageRequest::ApprovalWatch => approval_watch(state, conn),
+        ManageRequest::ApprovalDecide {
             id,
             approve,
             reason,
@@ -334,9 +300,140 @@ pub(crate) async fn handle(
     }
 }
 
+/// `connector.list`: the registered connectors, as the writer reads them.
+async fn connector_list(state: &Shared) -> ManageNext {
+    match state.writer.ask(Op::Connectors).await {
+        Ok(Ok(connectors)) => Next::Reply(ManageResponse::ConnectorList { connectors }),
+        Ok(Err(e)) => error(format!("the connectors cannot be read: {e}")),
+        Err(e) => error(e.to_string()),
+    }
+}
+
+/// `policy.list`: the policies and budgets in force.
+async fn policy_list(state: &Shared) -> ManageNext {
+    let rows = state.rows.lock().await;
+    Next::Reply(ManageResponse::PolicyList {
+        policies: rows.iter().map(listed).collect(),
+        budgets: current_budgets(state).to_vec(),
+    })
+}
+
+/// `policy.explain`: how the set in force decides a call described by hand, and the budgets
+/// whose scope it falls in.
+fn policy_explain(
+    state: &Shared,
+    agent: Option<String>,
+    connector: Option<String>,
+    tool: String,
+    arguments: Option<String>,
+) -> ManageNext {
+    if let Err(e) = policy::validate_tool_name(&tool) {
+        return error(e.to_string());
+    }
+    for (kind, name) in [("agent", &agent), ("connector", &connector)] {
+        if let Some(n) = name
+            && let Err(e) = policy::validate_scope_name(kind, n)
+        {
+            return error(e.to_string());
+        }
+    }
+    let set = current_policy(state);
+    let ctx = CallContext::from_call(arguments.as_deref(), false, state.clock());
+    let explanation = set.explain_with(
+        &CallRequest {
+            agent: agent.as_deref(),
+            connector: connector.as_deref().unwrap_or(""),
+            tool: &tool,
+        },
+        &ctx,
+    );
+    let call = CallScope {
+        agent: agent.as_deref(),
+        connector: connector.as_deref().unwrap_or(""),
+        tool: &tool,
+    };
+    let budgets = current_budgets(state)
+        .iter()
+        .filter(|b| b.budget.scope().applies(&call))
+        .cloned()
+        .collect();
+    Next::Reply(ManageResponse::Explain {
+        explanation: Box::new(explanation),
+        budgets,
+    })
+}
+
+/// `vault.probe`: whether the credential store answers.
+async fn vault_probe(state: &Shared) -> ManageNext {
+    // A name no connector can have (a space is not allowed in one): a reachable store
+    // answers "no such entry", and nothing is read or written.
+    let probe = vault::run_blocking(&state.vault, |s| s.get("holdcall probe")).await;
+    let where_ = state.vault.describe();
+    Next::Reply(match probe {
+        Ok(_) => ManageResponse::VaultStatus {
+            reachable: true,
+            message: format!("{where_} answers"),
+        },
+        Err(e) => ManageResponse::VaultStatus {
+            reachable: false,
+            message: format!("{where_}: {e}"),
+        },
+    })
+}
+
+/// `daemon.status`.
+async fn status(state: &Shared) -> ManageNext {
+    let head = state.writer.ask(Op::Head).await.ok().flatten();
+    let sessions = state.sessions.lock().map(|s| s.len()).unwrap_or(0);
+    Next::Reply(ManageResponse::Status {
+        pid: std::process::id(),
+        version: crate::VERSION.to_string(),
+        sessions,
+        policies: current_policy(state).info().len(),
+        entries: head.as_ref().map(|h| h.0),
+        head: head.map(|h| h.1),
+        durability: match state.durability {
+            Durability::Power => "power".into(),
+            Durability::Process => "process".into(),
+        },
+        cannot_decide: current_refusal(state).or_else(|| {
+            state
+                .writer_fault
+                .lock()
+                .ok()
+                .and_then(|f| f.clone())
+                .map(|e| format!("the journal cannot be written, so every call is refused: {e}"))
+        }),
+    })
+}
+
+/// `daemon.shutdown`.
+fn shutdown(state: &Shared, conn: &ConnCtx) -> ManageNext {
+    // The answer must reach the CLI before the daemon stops: it is queued, then an
+    // empty line (never a real one: every line ends in a newline) that the connection's
+    // writer turns into the stop once everything before it is written.
+    let queued = approval::pushed_line(&ManageResponse::Ok)
+        .is_some_and(|line| conn.out.send(line).is_ok())
+        && conn.out.send(Vec::new()).is_ok();
+    if !queued {
+        state.shutdown.notify_one();
+    }
+    Next::Sent
+}
+
+/// `approval.watch`: the held calls now, then each call held later, pushed.
+fn approval_watch(state: &Shared, conn: &ConnCtx) -> ManageNext {
+    // Subscribed before the list is taken, so no call held in between is missed (one
+    // may be shown twice; the CLI skips ids it has shown).
+    state.approvals.watch(conn.out.clone());
+    Next::Reply(ManageResponse::HeldCalls {
+        calls: state.approvals.list(),
+    })
+}
+
 /// A change to the policy, budgets or enrolments is refused while the tables do not match the
 /// journal: its diff would be taken over text the journal never recorded.
-pub(crate) fn changes_refused(state: &Shared) -> Option<Next> {
+pub(crate) fn changes_refused(state: &Shared) -> Option<ManageNext> {
     current_refusal(state).map(|why| error(format!("nothing was changed: {why}")))
 }
 
@@ -346,7 +443,7 @@ pub(crate) async fn report(
     owned: &HashSet<String>,
     kind: Kind,
     fields: Fields,
-) -> Next {
+) -> SessionNext {
     if !fields
         .session_id
         .as_ref()
@@ -357,9 +454,9 @@ pub(crate) async fn report(
     one_way(state, kind, fields).await
 }
 
-pub(crate) async fn one_way(state: &Shared, kind: Kind, fields: Fields) -> Next {
+pub(crate) async fn one_way(state: &Shared, kind: Kind, fields: Fields) -> SessionNext {
     match state.writer.append(kind, fields).await {
-        Ok(_) => Next::Reply(Response::Ok),
+        Ok(_) => Next::Reply(SessionResponse::Ok),
         Err(e) => error(format!("not recorded: {e}")),
     }
 }

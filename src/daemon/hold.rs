@@ -7,11 +7,11 @@ use crate::approval::{self, Cause, Hold};
 use crate::daemon::{
     Shared,
     decide::AskedCall,
-    dispatch::{ConnCtx, Next, error},
+    dispatch::{ConnCtx, ManageNext, Next, SessionNext, error},
     in_force::{in_force, refresh},
     writer::AppendError,
 };
-use crate::ipc::{self, Release, Response, Verdict};
+use crate::ipc::{self, ManageResponse, Release, SessionResponse, Verdict};
 use crate::journal::{self, Fields, Kind};
 use crate::limits;
 use crate::policy::context::CallContext;
@@ -24,7 +24,7 @@ pub(crate) async fn decide_held(
     id: String,
     approve: bool,
     reason: Option<String>,
-) -> Next {
+) -> ManageNext {
     if let Some(r) = &reason
         && let Err(e) = approval::check_reason(r)
     {
@@ -53,7 +53,7 @@ pub(crate) async fn decide_held(
     };
     match recorded {
         Ok(entry) if approve && entry.fields.decision.as_deref() != Some("approved") => {
-            Next::Reply(Response::Decided {
+            Next::Reply(ManageResponse::Decided {
                 message: format!(
                     "approved {what}, but it was refused: {} (recorded in the journal as entry {})",
                     entry
@@ -66,7 +66,7 @@ pub(crate) async fn decide_held(
                 chain_seq: entry.chain_seq,
             })
         }
-        Ok(entry) => Next::Reply(Response::Decided {
+        Ok(entry) => Next::Reply(ManageResponse::Decided {
             message: format!(
                 "{} {what} (recorded in the journal as entry {})",
                 if approve { "approved" } else { "rejected" },
@@ -265,7 +265,7 @@ pub(crate) async fn settle_guarded(
     if let Err(e) = &recorded {
         tracing::error!("the word on held call {} was not recorded: {e}", hold.id);
     }
-    let word = Response::Released {
+    let word = SessionResponse::Released {
         session_id: hold.session_id,
         seq: hold.seq,
         args_digest: hold.args_digest,
@@ -291,9 +291,9 @@ pub(crate) async fn hold_call(
     agent: Option<String>,
     policy_id: Option<String>,
     reason: String,
-) -> Next {
+) -> SessionNext {
     let undecided = |reason: String| {
-        Next::Reply(Response::Decision {
+        Next::Reply(SessionResponse::Decision {
             session_id: call.session_id.clone(),
             seq: call.seq,
             decision: Verdict::Undecided,
@@ -338,7 +338,7 @@ pub(crate) async fn hold_call(
         return undecided("no random hold id could be drawn".into());
     };
     let timeout = state.approval_timeout;
-    let answer = Response::Decision {
+    let answer = SessionResponse::Decision {
         session_id: call.session_id.clone(),
         seq: call.seq,
         decision: Verdict::Held,
@@ -393,7 +393,7 @@ pub(crate) async fn hold_call(
     if state.approvals.insert(hold).is_err() {
         // Filled up since the check above (another connection held a call meanwhile): no word
         // can be given, so the call is refused as undecided.
-        let word = Response::Released {
+        let word = SessionResponse::Released {
             session_id,
             seq,
             args_digest: digest,

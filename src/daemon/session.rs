@@ -7,12 +7,12 @@ use std::sync::atomic::Ordering;
 use crate::agents;
 use crate::daemon::{
     Session, Shared,
-    dispatch::{Next, error, violation},
+    dispatch::{Next, SessionNext, error, violation},
     in_force::refresh,
     manage::agent::current_agents,
     writer::{AppendError, Op},
 };
-use crate::ipc::Response;
+use crate::ipc::SessionResponse;
 use crate::journal::{Fields, Kind};
 use crate::limits;
 use crate::policy::{self};
@@ -29,7 +29,7 @@ pub(crate) async fn session_start(
     (connector, connector_from): (String, Option<String>),
     client: Option<String>,
     image: Option<&agents::Identity>,
-) -> Next {
+) -> SessionNext {
     if !valid_session_id(&session_id) {
         return violation("a session id is 32 hexadecimal characters");
     }
@@ -98,7 +98,7 @@ pub(crate) async fn session_start(
         Err(message) => {
             unreserve(state);
             tracing::warn!("connector {connector}: no credential for a session: {message}");
-            return Next::Reply(Response::CredentialUnavailable { connector, message });
+            return Next::Reply(SessionResponse::CredentialUnavailable { connector, message });
         }
     };
     let detail = launch.as_ref().map(|l| {
@@ -152,7 +152,7 @@ pub(crate) async fn session_start(
         return error(format!("the session could not be recorded: {e}"));
     }
     owned.insert(session_id);
-    Next::Reply(Response::SessionOpened { launch })
+    Next::Reply(SessionResponse::SessionOpened { launch })
 }
 
 /// What the relay of a session on `connector` is handed: nothing for a connector nobody

@@ -22,7 +22,10 @@ use tokio::sync::{mpsc, oneshot};
 use crate::approval::Cause;
 use crate::config::Home;
 use crate::frame::{self, Anomaly, ClientFrame, Dialect};
-use crate::ipc::{self, LineRead, Release, Request, Response, SessionEnded, Verdict, WireError};
+use crate::ipc::{
+    self, LineRead, Release, SessionEnded, SessionRequest as Request, SessionResponse as Response,
+    Verdict, WireError,
+};
 use crate::limits;
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
@@ -849,7 +852,10 @@ async fn daemon_unresponsive(home: &Home) -> bool {
             Err(WireError::Timeout(t)) => return Some(Err(WireError::Timeout(t))),
             Err(_) => return None,
         };
-        Some(conn.call(&Request::Status, limits::DECISION_TIMEOUT).await)
+        Some(
+            conn.call(&ipc::ManageRequest::Status, limits::DECISION_TIMEOUT)
+                .await,
+        )
     })
     .await;
     matches!(asked, Err(_) | Ok(Some(Err(WireError::Timeout(_)))))

@@ -7,11 +7,11 @@ use std::sync::atomic::Ordering;
 use crate::agents::{self, Enrolment};
 use crate::daemon::{
     Shared,
-    dispatch::{Next, error},
+    dispatch::{ManageNext, Next, error},
     in_force::current_budgets,
     writer::Op,
 };
-use crate::ipc::{self, Response};
+use crate::ipc::{self, ManageResponse};
 use crate::journal::{AgentChange, Fields};
 use crate::limits;
 use crate::policy::{self};
@@ -90,7 +90,7 @@ pub(crate) async fn change_agent(
     }
 }
 
-pub(crate) async fn agent_add(state: &Shared, name: String, path: String) -> Next {
+pub(crate) async fn agent_add(state: &Shared, name: String, path: String) -> ManageNext {
     if let Err(e) = policy::validate_scope_name("agent", &name) {
         return error(e.to_string());
     }
@@ -141,7 +141,7 @@ pub(crate) async fn agent_add(state: &Shared, name: String, path: String) -> Nex
         sha256,
     };
     match change_agent(state, change, fields).await {
-        Ok(seq) => Next::Reply(Response::AgentChanged {
+        Ok(seq) => Next::Reply(ManageResponse::AgentChanged {
             message: format!("{reason} (recorded in the journal as entry {seq})"),
             chain_seq: seq,
         }),
@@ -149,7 +149,7 @@ pub(crate) async fn agent_add(state: &Shared, name: String, path: String) -> Nex
     }
 }
 
-pub(crate) fn agent_list(state: &Shared) -> Next {
+pub(crate) fn agent_list(state: &Shared) -> ManageNext {
     let listed = current_agents(state)
         .iter()
         .map(|e| {
@@ -169,10 +169,10 @@ pub(crate) fn agent_list(state: &Shared) -> Next {
             }
         })
         .collect();
-    Next::Reply(Response::AgentList { agents: listed })
+    Next::Reply(ManageResponse::AgentList { agents: listed })
 }
 
-pub(crate) async fn agent_remove(state: &Shared, name: String) -> Next {
+pub(crate) async fn agent_remove(state: &Shared, name: String) -> ManageNext {
     if let Err(e) = policy::validate_scope_name("agent", &name) {
         return error(e.to_string());
     }
@@ -211,7 +211,7 @@ pub(crate) async fn agent_remove(state: &Shared, name: String) -> Next {
         ..Fields::default()
     };
     match change_agent(state, AgentChange::Remove { name }, fields).await {
-        Ok(seq) => Next::Reply(Response::AgentChanged {
+        Ok(seq) => Next::Reply(ManageResponse::AgentChanged {
             message: format!("{reason} (recorded in the journal as entry {seq})"),
             chain_seq: seq,
         }),

@@ -5,13 +5,13 @@ use std::sync::atomic::Ordering;
 
 use crate::daemon::{
     Shared,
-    dispatch::{Next, error},
+    dispatch::{ManageNext, Next, error},
     in_force::current_budgets,
     manage::agent::{is_enrolled, not_enrolled},
     manage::policy::{check_scope, not_recorded, policy_changed},
     writer::Op,
 };
-use crate::ipc::Response;
+use crate::ipc::ManageResponse;
 use crate::journal::BudgetChange;
 use crate::policy::Scope;
 use crate::policy::budget::{self, BudgetScope};
@@ -26,7 +26,7 @@ pub(crate) fn budget_scope_check(scope: &BudgetScope) -> Result<(), String> {
 
 /// Sets a budget: one per scope. The same cap again changes nothing; another cap is refused
 /// (remove the budget first), exactly as a scope holds one rule.
-pub(crate) async fn budget_set(state: &Shared, calls: i64, scope: BudgetScope) -> Next {
+pub(crate) async fn budget_set(state: &Shared, calls: i64, scope: BudgetScope) -> ManageNext {
     if let Err(e) = budget::check_cap(calls) {
         return error(e.to_string());
     }
@@ -46,7 +46,7 @@ pub(crate) async fn budget_set(state: &Shared, calls: i64, scope: BudgetScope) -
         .find(|r| r.budget.scope() == scope)
     {
         if existing.budget.calls == calls {
-            return Next::Reply(Response::PolicyChanged {
+            return Next::Reply(ManageResponse::PolicyChanged {
                 message: format!(
                     "budget {} already allows {}; nothing changed",
                     existing.budget.id,
@@ -66,7 +66,7 @@ pub(crate) async fn budget_set(state: &Shared, calls: i64, scope: BudgetScope) -
     change_budget(state, BudgetChange::Set { calls, scope }).await
 }
 
-pub(crate) async fn budget_remove(state: &Shared, scope: BudgetScope) -> Next {
+pub(crate) async fn budget_remove(state: &Shared, scope: BudgetScope) -> ManageNext {
     if let Err(e) = budget_scope_check(&scope) {
         return error(e);
     }
@@ -92,7 +92,7 @@ pub(crate) async fn budget_remove(state: &Shared, scope: BudgetScope) -> Next {
 
 /// Stores the change and its journal entry in one transaction; only after the commit do the
 /// new budgets apply.
-pub(crate) async fn change_budget(state: &Shared, change: BudgetChange) -> Next {
+pub(crate) async fn change_budget(state: &Shared, change: BudgetChange) -> ManageNext {
     match state.writer.ask(|r| Op::ChangeBudget(change, r)).await {
         Ok(Ok((entry, rows, generation))) => {
             if let Ok(mut b) = state.budgets.write() {

@@ -3,17 +3,17 @@
 
 use crate::daemon::{
     Shared,
-    dispatch::{Next, error},
+    dispatch::{ManageNext, Next, error},
     writer::Op,
 };
-use crate::ipc::Response;
+use crate::ipc::ManageResponse;
 use crate::journal::{self, Fields};
 use crate::policy::{self};
 use crate::vault;
 
 /// Registers a connector: the secret goes to the OS store first, then the row and its
 /// `connector.change` entry in one transaction; if that fails the secret is deleted again.
-pub(crate) async fn connector_set(state: &Shared, req: crate::connector::SetRequest) -> Next {
+pub(crate) async fn connector_set(state: &Shared, req: crate::connector::SetRequest) -> ManageNext {
     if let Err(e) = policy::validate_scope_name("connector", &req.name) {
         return error(e.to_string());
     }
@@ -109,7 +109,7 @@ pub(crate) async fn connector_set(state: &Shared, req: crate::connector::SetRequ
                     );
                 }
             }
-            Next::Reply(Response::ConnectorChanged {
+            Next::Reply(ManageResponse::ConnectorChanged {
                 message: format!(
                     "{summary}; the secret is in {} (recorded in the journal as entry {}){left}",
                     state.vault.describe(),
@@ -149,7 +149,7 @@ pub(crate) async fn connector_set(state: &Shared, req: crate::connector::SetRequ
 }
 
 /// Removes a connector: its secret first, then the row and its `connector.change` entry.
-pub(crate) async fn connector_remove(state: &Shared, name: String) -> Next {
+pub(crate) async fn connector_remove(state: &Shared, name: String) -> ManageNext {
     if let Err(e) = policy::validate_scope_name("connector", &name) {
         return error(e.to_string());
     }
@@ -193,7 +193,7 @@ pub(crate) async fn connector_remove(state: &Shared, name: String) -> Next {
         })
         .await
     {
-        Ok(Ok(entry)) => Next::Reply(Response::ConnectorChanged {
+        Ok(Ok(entry)) => Next::Reply(ManageResponse::ConnectorChanged {
             message: format!(
                 "{summary} (recorded in the journal as entry {})",
                 entry.chain_seq

@@ -7,13 +7,13 @@ use std::sync::atomic::Ordering;
 
 use crate::daemon::{
     DaemonError, Shared,
-    dispatch::{Next, error},
+    dispatch::{ManageNext, Next, error},
     in_force::current_policy,
     manage::agent::{is_enrolled, not_enrolled},
     stored,
     writer::Op,
 };
-use crate::ipc::{self, Response};
+use crate::ipc::{self, ManageResponse};
 use crate::journal::{Entry, Fields, NewPolicy, PolicyRow};
 use crate::policy::{self, Effect, PolicySet, Scope, StoredPolicy};
 
@@ -65,7 +65,7 @@ pub(crate) fn effect_verb(effect: Effect) -> &'static str {
     }
 }
 
-pub(crate) async fn policy_set(state: &Shared, effect: Effect, scope: Scope) -> Next {
+pub(crate) async fn policy_set(state: &Shared, effect: Effect, scope: Scope) -> ManageNext {
     if let Err(e) = check_scope(&scope) {
         return error(e);
     }
@@ -77,7 +77,7 @@ pub(crate) async fn policy_set(state: &Shared, effect: Effect, scope: Scope) -> 
     }
     if let Some(existing) = rows.iter().find(|r| same_scope(r, &scope)) {
         if existing.effect == effect.as_str() {
-            return Next::Reply(Response::PolicyChanged {
+            return Next::Reply(ManageResponse::PolicyChanged {
                 message: format!(
                     "{} is already {} by rule {}; nothing changed",
                     scope.describe(),
@@ -133,7 +133,7 @@ pub(crate) async fn policy_set(state: &Shared, effect: Effect, scope: Scope) -> 
     .await
 }
 
-pub(crate) async fn policy_remove(state: &Shared, scope: Scope) -> Next {
+pub(crate) async fn policy_remove(state: &Shared, scope: Scope) -> ManageNext {
     if let Err(e) = check_scope(&scope) {
         return error(e);
     }
@@ -178,7 +178,7 @@ pub(crate) async fn apply_change(
     policy_id: String,
     summary: String,
     scope: &Scope,
-) -> Next {
+) -> ManageNext {
     let new_set = match PolicySet::compile(&proposed) {
         Ok(s) => s,
         Err(e) => return error(format!("the change does not compile: {e}")),
@@ -234,8 +234,8 @@ pub(crate) async fn commit_policies(
 }
 
 /// The reply to a policy or budget change once its entry is committed.
-pub(crate) fn policy_changed(summary: &str, entry: &Entry) -> Next {
-    Next::Reply(Response::PolicyChanged {
+pub(crate) fn policy_changed(summary: &str, entry: &Entry) -> ManageNext {
+    Next::Reply(ManageResponse::PolicyChanged {
         message: format!(
             "{summary} (recorded in the journal as entry {})",
             entry.chain_seq
@@ -246,7 +246,7 @@ pub(crate) fn policy_changed(summary: &str, entry: &Entry) -> Next {
 }
 
 /// The reply to a policy or budget change its journal entry could not record (nothing changed).
-pub(crate) fn not_recorded(e: impl std::fmt::Display) -> Next {
+pub(crate) fn not_recorded(e: impl std::fmt::Display) -> ManageNext {
     error(format!(
         "the change could not be recorded, so it was not made: {e}"
     ))
@@ -266,7 +266,7 @@ pub(crate) async fn policy_import(
     file: String,
     text: String,
     dry_run: bool,
-) -> Next {
+) -> ManageNext {
     let checked = match crate::policy::file::check(&file, &text) {
         Ok(c) => c,
         Err(refused) => return error(refused.plain()),
@@ -376,7 +376,7 @@ pub(crate) async fn policy_import(
         } else {
             summary("would import")
         };
-        return Next::Reply(Response::PolicyImported {
+        return Next::Reply(ManageResponse::PolicyImported {
             message,
             diff,
             changed: false,
@@ -391,7 +391,7 @@ pub(crate) async fn policy_import(
         ..Fields::default()
     };
     match commit_policies(state, &mut rows, new_set, add, remove, fields).await {
-        Ok(Ok(entry)) => Next::Reply(Response::PolicyImported {
+        Ok(Ok(entry)) => Next::Reply(ManageResponse::PolicyImported {
             message: format!(
                 "{message} (recorded in the journal as entry {})",
                 entry.chain_seq
