@@ -9,12 +9,13 @@ use tokio::sync::mpsc::unbounded_channel;
 
 use crate::agents;
 use crate::approval::{self, Cause};
+use crate::config::Home;
 use crate::daemon::{
     DaemonError, Shared,
     dispatch::{self, ConnCtx, Next},
     hold::settle,
 };
-use crate::ipc::{HelloResponse, Incoming, ManageResponse, Release, SessionResponse};
+use crate::ipc::{self, HelloResponse, Incoming, ManageResponse, Release, SessionResponse};
 use crate::journal::{Fields, Kind};
 use crate::limits;
 use crate::os::peer;
@@ -33,6 +34,137 @@ pub(crate) fn listen(
     std_listener.set_nonblocking(true).map_err(err)?;
     let listener = UnixListener::from_std(std_listener).map_err(err)?;
     Ok((listener, file))
+}
+
+/// Accepts connections, each served on its own task, until SIGTERM, SIGINT or `daemon stop`, or
+/// until another daemon holds this home's lock; meanwhile watches the lock file and the socket.
+/// Returns the socket file it listens on last.
+pub(crate) async fn accept_until_stopped(
+    state: &Arc<Shared>,
+    home: &Home,
+    mut term: tokio::signal::unix::Signal,
+    mut listener: UnixListener,
+    mut bound: peer::SocketFile,
+    mut lock_identity: Option<(u64, u64)>,
+) -> peer::SocketFile {
+    let socket = home.socket_path();
+    let mut next_conn: u64 = 0;
+    let mut watch = tokio::time::interval(limits::SOCKET_CHECK_INTERVAL);
+    watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let check = tokio::select! {
+            accepted = listener.accept() => {
+                match accepted {
+                    Ok((stream, _)) => {
+                        next_conn += 1;
+                        let st = Arc::clone(state);
+                        tokio::spawn(serve_conn(st, stream, next_conn));
+                    }
+                    Err(e) => tracing::warn!("accept failed: {e}"),
+                }
+                false
+            }
+            _ = watch.tick() => true,
+            _ = term.recv() => break,
+            _ = tokio::signal::ctrl_c() => break,
+            _ = state.shutdown.notified() => break,
+        };
+        // (Only with our own file's identity known: opening our own lock file and closing it
+        // again would release the lock.)
+        if check
+            && lock_identity.is_some()
+            && ipc::lock_file_identity(home) != lock_identity
+            && !lock_again(home, &mut lock_identity)
+        {
+            break;
+        }
+        if check {
+            watch_socket(state, &socket, &mut listener, &mut bound).await;
+        }
+    }
+    bound
+}
+
+/// Our lock is on a file no longer at the lock's path: takes the lock on what is there now
+/// (true), or, if another daemon already holds it, leaves this home to that one (false).
+fn lock_again(home: &Home, lock_identity: &mut Option<(u64, u64)>) -> bool {
+    let lock_path = home.lock_path();
+    match ipc::take_daemon_lock(home) {
+        Ok(Ok(again)) => {
+            *lock_identity = again.identity();
+            // Held until the process ends, like the first (never closed: see
+            // `ipc::DaemonLock`).
+            std::mem::forget(again);
+            tracing::warn!(
+                "the daemon's lock {} was removed or replaced; it holds the lock there again",
+                lock_path.display()
+            );
+        }
+        Ok(Err(holder)) => {
+            tracing::error!(
+                "the daemon's lock {} was removed or replaced, and {} holds it now: this daemon stops, so only one serves this home",
+                lock_path.display(),
+                holder
+                    .map(|p| format!("pid {p}"))
+                    .unwrap_or_else(|| "another process".into())
+            );
+            return false;
+        }
+        Err(e) => tracing::warn!(
+            "the daemon's lock {} was removed or replaced, and cannot be taken again (tried again in {:?}): {e}",
+            lock_path.display(),
+            limits::SOCKET_CHECK_INTERVAL
+        ),
+    }
+    true
+}
+
+/// A socket removed or replaced behind our back would leave this daemon unreachable (and a
+/// relay would start nothing while we hold the lock): puts ours back the same way it was first
+/// placed. Connections already accepted are untouched.
+async fn watch_socket(
+    state: &Shared,
+    socket: &std::path::Path,
+    listener: &mut UnixListener,
+    bound: &mut peer::SocketFile,
+) {
+    let now = peer::SocketFile::at(socket);
+    if now == Some(*bound) {
+        return;
+    }
+    let what = match now {
+        None => "was removed",
+        Some(_) => "was replaced by another file",
+    };
+    match listen(socket) {
+        Ok((l, b)) => {
+            *listener = l;
+            *bound = b;
+            tracing::warn!(
+                "the daemon's socket {} {what}; listening on a new one there",
+                socket.display()
+            );
+            let _ = state
+                .writer
+                .append(
+                    Kind::Anomaly,
+                    Fields {
+                        anomaly: Some("socket-replaced".into()),
+                        reason: Some(format!(
+                            "the daemon's socket {} {what} while it ran; it listens on a new one",
+                            socket.display()
+                        )),
+                        ..Fields::default()
+                    },
+                )
+                .await;
+        }
+        Err(e) => tracing::warn!(
+            "the daemon's socket {} {what}, and a new one could not be made (tried again in {:?}): {e}",
+            socket.display(),
+            limits::SOCKET_CHECK_INTERVAL
+        ),
+    }
 }
 
 /// Serves one accepted connection: its peer judged, then its lines read and answered until it

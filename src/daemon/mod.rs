@@ -79,7 +79,7 @@ mod tests;
 mod writer;
 
 use crate::daemon::{
-    accept::{listen, serve_conn},
+    accept::{accept_until_stopped, listen},
     hold::settle,
     in_force::mismatch_refusal,
 };
@@ -214,36 +214,17 @@ fn stored(rows: &[PolicyRow]) -> Vec<StoredPolicy> {
 pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
     home.prepare()?;
     let socket = home.socket_path();
-    let lock_path = home.lock_path();
     // Held for the daemon's whole life, taken before anything else: while we hold it no other
     // daemon serves this home's database, so any socket file at our path is stale (or an
     // impostor's) and ours to replace. A POSIX record lock: the kernel releases it when this
     // process closes ANY descriptor of daemon.lock, so nothing in the daemon opens that file
     // again (see `ipc::DaemonLock`).
-    let lock = match ipc::take_daemon_lock(&home) {
-        Ok(Ok(lock)) => lock,
-        Ok(Err(holder)) => {
-            return Err(DaemonError::AlreadyRunning(format!(
-                "{}: {} holds {}",
-                home.dir().display(),
-                holder
-                    .map(|p| format!("pid {p}"))
-                    .unwrap_or_else(|| "another process".into()),
-                lock_path.display()
-            )));
-        }
-        Err(source) => {
-            return Err(DaemonError::Listen {
-                path: lock_path.display().to_string(),
-                source,
-            });
-        }
-    };
+    let lock = take_lock(&home)?;
     // A daemon of this home runs again: how the last one ended is history.
     crate::daemon::supervise::clear_exit(&home);
     // The locked file, to notice one removed or replaced behind our back (`rm daemon.*`): a
     // new daemon would lock the new file and serve this home beside us.
-    let mut lock_identity = lock.identity();
+    let lock_identity = lock.identity();
 
     let db = home.db_path();
     let has_entries = journal::journal_has_entries(&db)?;
@@ -280,9 +261,78 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
     let open_sessions = j.open_sessions()?;
     let pragmas = j.pragmas().to_detail();
 
-    let (tx, rx) = std_mpsc::channel();
     let writer_fault = Arc::new(Mutex::new(None));
-    let fault_for_writer = Arc::clone(&writer_fault);
+    let writer = start_writer(j, seen, Arc::clone(&writer_fault), lock, &db)?;
+    record_start(&writer, open_sessions, pragmas, &db).await?;
+
+    let (listener, bound) = listen(&socket)?;
+    tracing::info!(
+        "holdcall daemon {} listening on {} (pid {})",
+        crate::VERSION,
+        socket.display(),
+        std::process::id()
+    );
+
+    let state = Arc::new(Shared {
+        writer,
+        generation: AtomicU64::new(1),
+        refusal: RwLock::new(refusal),
+        writer_fault,
+        policy: RwLock::new(Arc::new(set)),
+        rows: tokio::sync::Mutex::new(rows),
+        budgets: RwLock::new(Arc::new(budget_rows)),
+        sessions: Mutex::new(HashMap::new()),
+        agents: RwLock::new(Arc::new(enrolled)),
+        shutdown: Notify::new(),
+        durability,
+        fixed_clock: fixed_clock(std::env::var("HOLDCALL_CLOCK").ok(), cfg!(debug_assertions)),
+        approvals: approval::Registry::default(),
+        approval_timeout: config.approval.timeout,
+        vault: Arc::new(Keyring::for_home(home.dir())),
+        connectors: tokio::sync::Mutex::new(()),
+        serves,
+    });
+
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(
+        |source| DaemonError::Listen {
+            path: "SIGTERM".into(),
+            source,
+        },
+    )?;
+    let bound = accept_until_stopped(&state, &home, term, listener, bound, lock_identity).await;
+    stop(&state, &socket, bound).await;
+    Ok(())
+}
+
+/// Takes this home's daemon lock, or says who holds it.
+fn take_lock(home: &Home) -> Result<ipc::DaemonLock, DaemonError> {
+    let lock_path = home.lock_path();
+    match ipc::take_daemon_lock(home) {
+        Ok(Ok(lock)) => Ok(lock),
+        Ok(Err(holder)) => Err(DaemonError::AlreadyRunning(format!(
+            "{}: {} holds {}",
+            home.dir().display(),
+            holder
+                .map(|p| format!("pid {p}"))
+                .unwrap_or_else(|| "another process".into()),
+            lock_path.display()
+        ))),
+        Err(source) => Err(DaemonError::Listen {
+            path: lock_path.display().to_string(),
+            source,
+        }),
+    }
+}
+
+/// Starts the journal writer thread on `j`; it holds `lock` until it has closed the journal.
+fn start_writer(
+    j: Journal,
+    seen: i64,
+    fault: Arc<Mutex<Option<String>>>,
+    lock: ipc::DaemonLock,
+    db: &std::path::Path,
+) -> Result<Writer, DaemonError> {
+    let (tx, rx) = std_mpsc::channel();
     std::thread::Builder::new()
         .name("journal-writer".into())
         .spawn(move || {
@@ -291,7 +341,7 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
                     j,
                     generation: 1,
                     seen,
-                    fault: fault_for_writer,
+                    fault,
                 },
                 rx,
             );
@@ -304,8 +354,16 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
             path: db.display().to_string(),
             source,
         })?;
-    let writer = Writer(tx);
+    Ok(Writer(tx))
+}
 
+/// Journals the end of the sessions the last daemon left open, then this daemon's start.
+async fn record_start(
+    writer: &Writer,
+    open_sessions: Vec<String>,
+    pragmas: String,
+    db: &std::path::Path,
+) -> Result<(), DaemonError> {
     for id in open_sessions {
         let _ = writer
             .append(
@@ -336,143 +394,20 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
             path: db.display().to_string(),
             source: std::io::Error::other(e),
         })?;
+    Ok(())
+}
 
-    let (mut listener, mut bound) = listen(&socket)?;
-    tracing::info!(
-        "holdcall daemon {} listening on {} (pid {})",
-        crate::VERSION,
-        socket.display(),
-        std::process::id()
-    );
-
-    let state = Arc::new(Shared {
-        writer,
-        generation: AtomicU64::new(1),
-        refusal: RwLock::new(refusal),
-        writer_fault,
-        policy: RwLock::new(Arc::new(set)),
-        rows: tokio::sync::Mutex::new(rows),
-        budgets: RwLock::new(Arc::new(budget_rows)),
-        sessions: Mutex::new(HashMap::new()),
-        agents: RwLock::new(Arc::new(enrolled)),
-        shutdown: Notify::new(),
-        durability,
-        fixed_clock: fixed_clock(std::env::var("HOLDCALL_CLOCK").ok(), cfg!(debug_assertions)),
-        approvals: approval::Registry::default(),
-        approval_timeout: config.approval.timeout,
-        vault: Arc::new(Keyring::for_home(home.dir())),
-        connectors: tokio::sync::Mutex::new(()),
-        serves,
-    });
-
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|source| DaemonError::Listen {
-            path: "SIGTERM".into(),
-            source,
-        })?;
-    let mut next_conn: u64 = 0;
-    let mut watch = tokio::time::interval(limits::SOCKET_CHECK_INTERVAL);
-    watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let check = tokio::select! {
-            accepted = listener.accept() => {
-                match accepted {
-                    Ok((stream, _)) => {
-                        next_conn += 1;
-                        let st = Arc::clone(&state);
-                        tokio::spawn(serve_conn(st, stream, next_conn));
-                    }
-                    Err(e) => tracing::warn!("accept failed: {e}"),
-                }
-                false
-            }
-            _ = watch.tick() => true,
-            _ = term.recv() => break,
-            _ = tokio::signal::ctrl_c() => break,
-            _ = state.shutdown.notified() => break,
-        };
-        // (Only with our own file's identity known: opening our own lock file and closing it
-        // again would release the lock.)
-        if check && lock_identity.is_some() && ipc::lock_file_identity(&home) != lock_identity {
-            // Our lock is on a file no longer at the lock's path: take the lock on what is there
-            // now, or, if another daemon already holds it, leave this home to that one.
-            match ipc::take_daemon_lock(&home) {
-                Ok(Ok(again)) => {
-                    lock_identity = again.identity();
-                    // Held until the process ends, like the first (never closed: see
-                    // `ipc::DaemonLock`).
-                    std::mem::forget(again);
-                    tracing::warn!(
-                        "the daemon's lock {} was removed or replaced; it holds the lock there again",
-                        lock_path.display()
-                    );
-                }
-                Ok(Err(holder)) => {
-                    tracing::error!(
-                        "the daemon's lock {} was removed or replaced, and {} holds it now: this daemon stops, so only one serves this home",
-                        lock_path.display(),
-                        holder
-                            .map(|p| format!("pid {p}"))
-                            .unwrap_or_else(|| "another process".into())
-                    );
-                    break;
-                }
-                Err(e) => tracing::warn!(
-                    "the daemon's lock {} was removed or replaced, and cannot be taken again (tried again in {:?}): {e}",
-                    lock_path.display(),
-                    limits::SOCKET_CHECK_INTERVAL
-                ),
-            }
-        }
-        // A socket removed or replaced behind our back would leave this daemon unreachable (and
-        // a relay would start nothing while we hold the lock): put ours back the same way it was
-        // first placed. Connections already accepted are untouched.
-        let now = peer::SocketFile::at(&socket);
-        if !check || now == Some(bound) {
-            continue;
-        }
-        let what = match now {
-            None => "was removed",
-            Some(_) => "was replaced by another file",
-        };
-        match listen(&socket) {
-            Ok((l, b)) => {
-                listener = l;
-                bound = b;
-                tracing::warn!(
-                    "the daemon's socket {} {what}; listening on a new one there",
-                    socket.display()
-                );
-                let _ = state
-                    .writer
-                    .append(
-                        Kind::Anomaly,
-                        Fields {
-                            anomaly: Some("socket-replaced".into()),
-                            reason: Some(format!(
-                                "the daemon's socket {} {what} while it ran; it listens on a new one",
-                                socket.display()
-                            )),
-                            ..Fields::default()
-                        },
-                    )
-                    .await;
-            }
-            Err(e) => tracing::warn!(
-                "the daemon's socket {} {what}, and a new one could not be made (tried again in {:?}): {e}",
-                socket.display(),
-                limits::SOCKET_CHECK_INTERVAL
-            ),
-        }
-    }
+/// Stops: removes our socket (only ours), rejects every call still held, and journals the end
+/// of every session still open.
+async fn stop(state: &Shared, socket: &std::path::Path, bound: peer::SocketFile) {
     tracing::info!("holdcall daemon stopping");
     // Only our own socket: a file put there since is not ours to remove.
-    if peer::SocketFile::at(&socket) == Some(bound) {
-        let _ = std::fs::remove_file(&socket);
+    if peer::SocketFile::at(socket) == Some(bound) {
+        let _ = std::fs::remove_file(socket);
     }
     // A stopping daemon ends every session, so every call still held ends with it.
     for hold in state.approvals.take_where(|_| true) {
-        let _ = settle(&state, hold, Release::Rejected, Cause::SessionEnded, None).await;
+        let _ = settle(state, hold, Release::Rejected, Cause::SessionEnded, None).await;
     }
     let live: Vec<String> = state
         .sessions
@@ -492,5 +427,4 @@ pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
             )
             .await;
     }
-    Ok(())
 }
