@@ -8,7 +8,7 @@ use crate::daemon::{
     Session, Shared,
     dispatch::{ConnCtx, Next, SessionNext, violation},
     hold::hold_call,
-    in_force::{in_force, refresh},
+    in_force::{InForceNow, in_force, refresh},
     writer::AppendError,
 };
 use crate::ipc::{SessionResponse, Verdict};
@@ -50,24 +50,9 @@ pub(crate) async fn call_request(
     let (session_id, seq) = (call.session_id.clone(), call.seq);
     let (tool, args_digest) = (call.tool.clone(), call.args_digest.clone());
     let retry_of = call.retry_of;
-    if !owned.contains(&session_id) {
-        return violation("this connection did not open that session");
-    }
-    let (connector, agent) = {
-        let Ok(mut sessions) = state.sessions.lock() else {
-            return violation("the session table is unavailable");
-        };
-        let Some(s) = sessions.get_mut(&session_id) else {
-            return violation("that session has ended");
-        };
-        if seq < 1 || seq <= s.last_seq {
-            return violation(format!(
-                "call numbers start at 1 and only increase; got {seq} after {}",
-                s.last_seq
-            ));
-        }
-        s.last_seq = seq;
-        (s.connector.clone(), s.agent.clone())
+    let (connector, agent) = match admit(state, owned, &session_id, seq) {
+        Ok(x) => x,
+        Err(refused) => return refused,
     };
     let undecided = |reason: String| {
         Next::Reply(SessionResponse::Decision {
@@ -92,44 +77,17 @@ pub(crate) async fn call_request(
         // The set in force, its budgets (borrowed, never copied, on the decision path) and the
         // generation they belong to: the writer records the decision only under that generation.
         let now = in_force(state);
-        let v = {
-            let Ok(mut sessions) = state.sessions.lock() else {
-                return violation("the session table is unavailable");
-            };
-            let Some(s) = sessions.get_mut(&session_id) else {
-                return violation("that session has ended");
-            };
-            if let Some(why) = &now.refusal {
-                s.counters.note_decided();
-                s.counters.note_refused();
-                Ruling {
-                    verdict: Verdict::Undecided,
-                    word: "undecided".into(),
-                    policy_id: None,
-                    reason: why.clone(),
-                    charged: false,
-                }
-            } else {
-                ctx = ctx.with_session(s.counters.snapshot(&tool));
-                let decision = now.set.decide_with(
-                    &CallRequest {
-                        agent: agent.as_deref(),
-                        connector: &connector,
-                        tool: &tool,
-                    },
-                    &ctx,
-                );
-                budget_verdict(
-                    s,
-                    now.budgets.iter().map(|r| &r.budget),
-                    seq,
-                    &tool,
-                    retry_of,
-                    decision.effect,
-                    decision.policy_id,
-                    decision.reason,
-                )
+        let asked = CallRequest {
+            agent: agent.as_deref(),
+            connector: &connector,
+            tool: &tool,
+        };
+        let v = match rule(state, &now, &session_id, seq, &asked, retry_of, ctx) {
+            Ok((v, read)) => {
+                ctx = read;
+                v
             }
+            Err(refused) => return refused,
         };
         let recorded = state
             .writer
@@ -167,39 +125,123 @@ pub(crate) async fn call_request(
             Err(AppendError::Stale) if attempt < limits::STALE_DECISION_ATTEMPTS_MAX => {
                 // Decided with a set that is no longer in force: forgotten, and decided again
                 // with the one that is.
-                if let Ok(mut sessions) = state.sessions.lock()
-                    && let Some(s) = sessions.get_mut(&session_id)
-                {
-                    s.counters.forget_decided();
-                    if v.charged {
-                        s.counters.refund(&tool);
-                        s.charged.remove(&seq);
-                    }
-                    if matches!(
-                        v.verdict,
-                        Verdict::Deny | Verdict::OverBudget | Verdict::Undecided
-                    ) {
-                        s.counters.forget_refused();
-                    }
-                }
+                forget_stale(state, &session_id, seq, &tool, &v);
                 refresh(state, now.generation).await;
                 continue;
             }
             Err(e) => {
-                if let Ok(mut sessions) = state.sessions.lock()
-                    && let Some(s) = sessions.get_mut(&session_id)
-                {
-                    if v.charged {
-                        s.counters.refund(&tool);
-                        s.charged.remove(&seq);
-                    }
-                    if v.verdict == Verdict::Allow {
-                        s.counters.note_refused();
-                    }
-                }
+                take_back_unrecorded(state, &session_id, seq, &tool, &v);
                 undecided(format!("the call could not be recorded: {e}"))
             }
         };
+    }
+}
+
+/// A call's session, checked: this connection opened it, it is still open, and the call's
+/// number follows the last one (then it is the last one). Its connector and agent.
+fn admit(
+    state: &Shared,
+    owned: &HashSet<String>,
+    session_id: &str,
+    seq: i64,
+) -> Result<(String, Option<String>), SessionNext> {
+    if !owned.contains(session_id) {
+        return Err(violation("this connection did not open that session"));
+    }
+    let Ok(mut sessions) = state.sessions.lock() else {
+        return Err(violation("the session table is unavailable"));
+    };
+    let Some(s) = sessions.get_mut(session_id) else {
+        return Err(violation("that session has ended"));
+    };
+    if seq < 1 || seq <= s.last_seq {
+        return Err(violation(format!(
+            "call numbers start at 1 and only increase; got {seq} after {}",
+            s.last_seq
+        )));
+    }
+    s.last_seq = seq;
+    Ok((s.connector.clone(), s.agent.clone()))
+}
+
+/// The ruling on one call under what is in force `now`, counted in its session: `undecided`
+/// while nothing may be decided, else the rules (reading the session's counts, put in `ctx`)
+/// narrowed by the budgets. `ctx` comes back with the counts it read.
+fn rule(
+    state: &Shared,
+    now: &InForceNow,
+    session_id: &str,
+    seq: i64,
+    asked: &CallRequest,
+    retry_of: Option<i64>,
+    ctx: CallContext,
+) -> Result<(Ruling, CallContext), SessionNext> {
+    let Ok(mut sessions) = state.sessions.lock() else {
+        return Err(violation("the session table is unavailable"));
+    };
+    let Some(s) = sessions.get_mut(session_id) else {
+        return Err(violation("that session has ended"));
+    };
+    if let Some(why) = &now.refusal {
+        s.counters.note_decided();
+        s.counters.note_refused();
+        let v = Ruling {
+            verdict: Verdict::Undecided,
+            word: "undecided".into(),
+            policy_id: None,
+            reason: why.clone(),
+            charged: false,
+        };
+        return Ok((v, ctx));
+    }
+    let ctx = ctx.with_session(s.counters.snapshot(asked.tool));
+    let decision = now.set.decide_with(asked, &ctx);
+    let v = budget_verdict(
+        s,
+        now.budgets.iter().map(|r| &r.budget),
+        seq,
+        asked.tool,
+        retry_of,
+        decision.effect,
+        decision.policy_id,
+        decision.reason,
+    );
+    Ok((v, ctx))
+}
+
+/// A ruling made with a set no longer in force is forgotten from its session's counts (and
+/// its charge taken back), to be ruled on again.
+fn forget_stale(state: &Shared, session_id: &str, seq: i64, tool: &str, v: &Ruling) {
+    if let Ok(mut sessions) = state.sessions.lock()
+        && let Some(s) = sessions.get_mut(session_id)
+    {
+        s.counters.forget_decided();
+        if v.charged {
+            s.counters.refund(tool);
+            s.charged.remove(&seq);
+        }
+        if matches!(
+            v.verdict,
+            Verdict::Deny | Verdict::OverBudget | Verdict::Undecided
+        ) {
+            s.counters.forget_refused();
+        }
+    }
+}
+
+/// A ruling the journal could not record: not run, so not charged, and an allow counts as
+/// refused.
+fn take_back_unrecorded(state: &Shared, session_id: &str, seq: i64, tool: &str, v: &Ruling) {
+    if let Ok(mut sessions) = state.sessions.lock()
+        && let Some(s) = sessions.get_mut(session_id)
+    {
+        if v.charged {
+            s.counters.refund(tool);
+            s.charged.remove(&seq);
+        }
+        if v.verdict == Verdict::Allow {
+            s.counters.note_refused();
+        }
     }
 }
 
