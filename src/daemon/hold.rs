@@ -303,36 +303,7 @@ pub(crate) async fn hold_call(
         })
     };
     if state.approvals.is_full(&call.session_id) {
-        let why = format!(
-            "{} calls are held for a person already ({} at most for one session); this one cannot be held too",
-            limits::HELD_CALLS_MAX,
-            limits::HELD_CALLS_PER_SESSION_MAX
-        );
-        // The journal gets the end of this `ask` too, so no held call is left without a word.
-        let _ = state
-            .writer
-            .append(
-                Kind::CallApproval,
-                Fields {
-                    session_id: Some(call.session_id.clone()),
-                    seq: Some(call.seq),
-                    connector: Some(connector.clone()),
-                    tool: Some(call.tool.clone()),
-                    agent: agent.clone(),
-                    args_digest: Some(call.args_digest.clone()),
-                    decision: Some("rejected".into()),
-                    reason: Some(Cause::Capacity.as_str().into()),
-                    detail: Some(why.clone()),
-                    ..Fields::default()
-                },
-            )
-            .await;
-        if let Ok(mut sessions) = state.sessions.lock()
-            && let Some(s) = sessions.get_mut(&call.session_id)
-        {
-            s.counters.note_refused();
-        }
-        return undecided(why);
+        return undecided(refuse_over_capacity(state, &call, &connector, agent.as_ref()).await);
     }
     let Ok(id) = approval::new_hold_id() else {
         return undecided("no random hold id could be drawn".into());
@@ -409,6 +380,52 @@ pub(crate) async fn hold_call(
         }
         return Next::Sent;
     }
+    start_timer(state, id, timeout);
+    Next::Sent
+}
+
+/// A call that cannot be held, every place being taken: its end journaled (so no held call is
+/// left without a word) and counted refused. Why, for the relay.
+async fn refuse_over_capacity(
+    state: &Shared,
+    call: &AskedCall,
+    connector: &str,
+    agent: Option<&String>,
+) -> String {
+    let why = format!(
+        "{} calls are held for a person already ({} at most for one session); this one cannot be held too",
+        limits::HELD_CALLS_MAX,
+        limits::HELD_CALLS_PER_SESSION_MAX
+    );
+    // The journal gets the end of this `ask` too, so no held call is left without a word.
+    let _ = state
+        .writer
+        .append(
+            Kind::CallApproval,
+            Fields {
+                session_id: Some(call.session_id.clone()),
+                seq: Some(call.seq),
+                connector: Some(connector.to_string()),
+                tool: Some(call.tool.clone()),
+                agent: agent.cloned(),
+                args_digest: Some(call.args_digest.clone()),
+                decision: Some("rejected".into()),
+                reason: Some(Cause::Capacity.as_str().into()),
+                detail: Some(why.clone()),
+                ..Fields::default()
+            },
+        )
+        .await;
+    if let Ok(mut sessions) = state.sessions.lock()
+        && let Some(s) = sessions.get_mut(&call.session_id)
+    {
+        s.counters.note_refused();
+    }
+    why
+}
+
+/// The held call `id` is rejected (cause `timeout`) once `timeout` passes without a word.
+fn start_timer(state: &Arc<Shared>, id: String, timeout: std::time::Duration) {
     let st = Arc::clone(state);
     let timer_id = id.clone();
     let timer = tokio::spawn(async move {
@@ -418,5 +435,4 @@ pub(crate) async fn hold_call(
         }
     });
     state.approvals.set_timer(&id, timer.abort_handle());
-    Next::Sent
 }
