@@ -13,7 +13,7 @@ use crate::daemon::{
     writer::{AppendError, Op},
 };
 use crate::ipc::SessionResponse;
-use crate::journal::{Fields, Kind};
+use crate::journal::{Entry, Fields, Kind};
 use crate::limits;
 use crate::policy::{self};
 use crate::vault;
@@ -30,16 +30,8 @@ pub(crate) async fn session_start(
     client: Option<String>,
     image: Option<&agents::Identity>,
 ) -> SessionNext {
-    if !valid_session_id(&session_id) {
-        return violation("a session id is 32 hexadecimal characters");
-    }
-    if let Err(e) = policy::validate_scope_name("connector", &connector) {
-        return violation(e.to_string());
-    }
-    if let Some(c) = &client
-        && (c.len() > limits::CLIENT_LABEL_BYTES_MAX || c.chars().any(char::is_control))
-    {
-        return violation("the client label is too long or has control characters");
+    if let Err(refused) = check_start(&session_id, &connector, client.as_deref()) {
+        return refused;
     }
     // Said in the journal as the relay words it, made printable and bounded like a label.
     let reason = connector_from.map(|from| {
@@ -110,8 +102,52 @@ pub(crate) async fn session_start(
         })
         .to_string()
     });
+    let start = Fields {
+        session_id: Some(session_id.clone()),
+        connector: Some(connector.clone()),
+        client,
+        detail,
+        reason,
+        ..Fields::default()
+    };
+    let entry = record_start(state, &session_id, start, image).await;
+    if let Err(e) = entry {
+        unreserve(state);
+        return error(format!("the session could not be recorded: {e}"));
+    }
+    owned.insert(session_id);
+    Next::Reply(SessionResponse::SessionOpened { launch })
+}
+
+/// What a `session.start` says, checked before anything is reserved: a well-formed id, a valid
+/// connector name, a bounded printable client label.
+fn check_start(session_id: &str, connector: &str, client: Option<&str>) -> Result<(), SessionNext> {
+    if !valid_session_id(session_id) {
+        return Err(violation("a session id is 32 hexadecimal characters"));
+    }
+    if let Err(e) = policy::validate_scope_name("connector", connector) {
+        return Err(violation(e.to_string()));
+    }
+    if let Some(c) = client
+        && (c.len() > limits::CLIENT_LABEL_BYTES_MAX || c.chars().any(char::is_control))
+    {
+        return Err(violation(
+            "the client label is too long or has control characters",
+        ));
+    }
+    Ok(())
+}
+
+/// Journals the session's start (`start`, with the agent bound now), retried while it comes
+/// back stale.
+async fn record_start(
+    state: &Shared,
+    session_id: &str,
+    start: Fields,
+    image: Option<&agents::Identity>,
+) -> Result<Entry, AppendError> {
     let mut attempt: u32 = 0;
-    let entry = loop {
+    loop {
         attempt += 1;
         // The relay's parent image (read at accept from the kernel, never from the request:
         // `session.start` has no agent field, and unknown fields are ignored), matched against
@@ -120,7 +156,7 @@ pub(crate) async fn session_start(
         let agent =
             image.and_then(|i| agents::matching(i, &current_agents(state)).map(|e| e.name.clone()));
         if let Ok(mut s) = state.sessions.lock()
-            && let Some(s) = s.get_mut(&session_id)
+            && let Some(s) = s.get_mut(session_id)
         {
             s.agent.clone_from(&agent);
         }
@@ -129,13 +165,8 @@ pub(crate) async fn session_start(
             .append_decided(
                 Kind::SessionStart,
                 Fields {
-                    session_id: Some(session_id.clone()),
-                    connector: Some(connector.clone()),
-                    client: client.clone(),
                     agent,
-                    detail: detail.clone(),
-                    reason: reason.clone(),
-                    ..Fields::default()
+                    ..start.clone()
                 },
                 generation,
             )
@@ -146,13 +177,7 @@ pub(crate) async fn session_start(
             }
             other => break other,
         }
-    };
-    if let Err(e) = entry {
-        unreserve(state);
-        return error(format!("the session could not be recorded: {e}"));
     }
-    owned.insert(session_id);
-    Next::Reply(SessionResponse::SessionOpened { launch })
 }
 
 /// What the relay of a session on `connector` is handed: nothing for a connector nobody
