@@ -15,6 +15,7 @@ use crate::daemon::{
 };
 use crate::ipc::{self, ManageResponse};
 use crate::journal::{Entry, Fields, NewPolicy, PolicyRow};
+use crate::policy::file::{CheckedFile, FilePolicy};
 use crate::policy::{self, Effect, PolicySet, Scope, StoredPolicy};
 
 pub(crate) fn listed(r: &PolicyRow) -> ipc::ListedPolicy {
@@ -257,21 +258,8 @@ pub(crate) fn file_source(file: &str) -> String {
     format!("file:{file}")
 }
 
-/// Imports a policy file: every policy in it is added, changed (same id, different canonical
-/// text) or unchanged; what the same file contributed last time and no longer holds is removed.
-/// One transaction, one `policy.change` entry with the file's name and SHA-256, the ids and the
-/// diff of the whole set's text. A file with any error changes nothing.
-pub(crate) async fn policy_import(
-    state: &Shared,
-    file: String,
-    text: String,
-    dry_run: bool,
-) -> ManageNext {
-    let checked = match crate::policy::file::check(&file, &text) {
-        Ok(c) => c,
-        Err(refused) => return error(refused.plain()),
-    };
-    let mut rows = state.rows.lock().await;
+/// Why an import is refused for the agents it names that are not enrolled, if it is.
+fn unenrolled_in(state: &Shared, checked: &CheckedFile, file: &str) -> Option<String> {
     let unenrolled: Vec<String> = checked
         .policies
         .iter()
@@ -282,13 +270,21 @@ pub(crate) async fn policy_import(
                 .map(move |a| format!("\n{}: policy {}: {}", p.at, p.id, not_enrolled(a)))
         })
         .collect();
-    if !unenrolled.is_empty() {
-        return error(format!(
+    (!unenrolled.is_empty()).then(|| {
+        format!(
             "{file} names agents that are not enrolled; nothing was changed:{}",
             unenrolled.concat()
-        ));
-    }
-    let source = file_source(&file);
+        )
+    })
+}
+
+/// A file's policies against the rows in force: those added, those changed (same id, another
+/// canonical text), and the ids of what the same file contributed before and no longer holds.
+fn compare(
+    rows: &[PolicyRow],
+    checked: &CheckedFile,
+    source: &str,
+) -> (Vec<FilePolicy>, Vec<FilePolicy>, Vec<String>) {
     let mut added = Vec::new();
     let mut changed = Vec::new();
     let mut keep_ids = HashSet::new();
@@ -305,22 +301,55 @@ pub(crate) async fn policy_import(
         .filter(|r| r.source == source && !keep_ids.contains(&r.id))
         .map(|r| r.id.clone())
         .collect();
-    let summary = |verb: &str| {
-        let ids = |v: Vec<String>| {
-            if v.is_empty() {
-                "none".to_string()
-            } else {
-                v.join(", ")
-            }
-        };
-        format!(
-            "{verb} {file} (sha256 {}): added {}; changed {}; removed {}",
-            crate::frame::sha256_hex(text.as_bytes()),
-            ids(added.iter().map(|p| p.id.clone()).collect()),
-            ids(changed.iter().map(|p| p.id.clone()).collect()),
-            ids(removed.clone()),
-        )
+    (added, changed, removed)
+}
+
+/// An import in one line: what it did (`verb`) with which file, and the ids it touched.
+fn import_summary(
+    verb: &str,
+    file: &str,
+    text: &str,
+    added: &[FilePolicy],
+    changed: &[FilePolicy],
+    removed: &[String],
+) -> String {
+    let ids = |v: Vec<String>| {
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.join(", ")
+        }
     };
+    format!(
+        "{verb} {file} (sha256 {}): added {}; changed {}; removed {}",
+        crate::frame::sha256_hex(text.as_bytes()),
+        ids(added.iter().map(|p| p.id.clone()).collect()),
+        ids(changed.iter().map(|p| p.id.clone()).collect()),
+        ids(removed.to_vec()),
+    )
+}
+
+/// Imports a policy file: every policy in it is added, changed (same id, different canonical
+/// text) or unchanged; what the same file contributed last time and no longer holds is removed.
+/// One transaction, one `policy.change` entry with the file's name and SHA-256, the ids and the
+/// diff of the whole set's text. A file with any error changes nothing.
+pub(crate) async fn policy_import(
+    state: &Shared,
+    file: String,
+    text: String,
+    dry_run: bool,
+) -> ManageNext {
+    let checked = match crate::policy::file::check(&file, &text) {
+        Ok(c) => c,
+        Err(refused) => return error(refused.plain()),
+    };
+    let mut rows = state.rows.lock().await;
+    if let Some(refused) = unenrolled_in(state, &checked, &file) {
+        return error(refused);
+    }
+    let source = file_source(&file);
+    let (added, changed, removed) = compare(&rows, &checked, &source);
+    let summary = |verb: &str| import_summary(verb, &file, &text, &added, &changed, &removed);
     let mut next = match state.writer.ask(Op::NextPolicySeq).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => return error(format!("the policy table cannot be read: {e}")),
