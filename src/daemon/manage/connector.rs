@@ -94,21 +94,7 @@ pub(crate) async fn connector_set(state: &Shared, req: crate::connector::SetRequ
     };
     match vault::store_then_record(&state.vault, &account, secret, record).await {
         Ok(entry) => {
-            // The replaced registration's secret is no one's now.
-            let mut left = String::new();
-            if let Some(old) = replaced {
-                let old_account = old.account();
-                if let Err(e) =
-                    vault::run_blocking(&state.vault, move |s| s.delete(&old_account)).await
-                {
-                    left = format!(
-                        "; the replaced secret could not be deleted from {} ({e}): remove the \
-                         entry {} there by hand",
-                        state.vault.describe(),
-                        old.account()
-                    );
-                }
-            }
+            let left = delete_replaced(state, replaced).await;
             Next::Reply(ManageResponse::ConnectorChanged {
                 message: format!(
                     "{summary}; the secret is in {} (recorded in the journal as entry {}){left}",
@@ -118,7 +104,33 @@ pub(crate) async fn connector_set(state: &Shared, req: crate::connector::SetRequ
                 chain_seq: Some(entry.chain_seq),
             })
         }
-        Err(vault::StoreThenRecordError::Store(e)) => error(format!(
+        Err(e) => not_registered(state, &account, e),
+    }
+}
+
+/// The secret of the registration a new one replaced is no one's now: deleted from the store.
+/// What is left to say when it could not be.
+async fn delete_replaced(state: &Shared, replaced: Option<journal::ConnectorRow>) -> String {
+    let Some(old) = replaced else {
+        return String::new();
+    };
+    let old_account = old.account();
+    match vault::run_blocking(&state.vault, move |s| s.delete(&old_account)).await {
+        Ok(_) => String::new(),
+        Err(e) => format!(
+            "; the replaced secret could not be deleted from {} ({e}): remove the \
+             entry {} there by hand",
+            state.vault.describe(),
+            old.account()
+        ),
+    }
+}
+
+/// Why a registration was not made: the store refused its secret, or it could not be
+/// recorded (and then whether the new secret, entry `account`, was deleted again).
+fn not_registered(state: &Shared, account: &str, e: vault::StoreThenRecordError) -> ManageNext {
+    match e {
+        vault::StoreThenRecordError::Store(e) => error(format!(
             "{e}; nothing was registered{}",
             if matches!(e, vault::VaultError::TimedOut(..)) {
                 format!(
@@ -130,10 +142,10 @@ pub(crate) async fn connector_set(state: &Shared, req: crate::connector::SetRequ
                 String::new()
             }
         )),
-        Err(vault::StoreThenRecordError::Record {
+        vault::StoreThenRecordError::Record {
             why,
             secret_deleted,
-        }) => error(if secret_deleted {
+        } => error(if secret_deleted {
             format!(
                 "the registration could not be recorded, so the new secret was deleted again \
                  (the previous registration, if any, is unchanged): {why}"
