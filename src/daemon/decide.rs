@@ -52,7 +52,7 @@ pub(crate) async fn call_request(
     let retry_of = call.retry_of;
     let (connector, agent) = match admit(state, owned, &session_id, seq) {
         Ok(x) => x,
-        Err(refused) => return refused,
+        Err(why) => return violation(why),
     };
     let undecided = |reason: String| {
         Next::Reply(SessionResponse::Decision {
@@ -87,7 +87,7 @@ pub(crate) async fn call_request(
                 ctx = read;
                 v
             }
-            Err(refused) => return refused,
+            Err(why) => return violation(why),
         };
         let recorded = state
             .writer
@@ -144,21 +144,21 @@ fn admit(
     owned: &HashSet<String>,
     session_id: &str,
     seq: i64,
-) -> Result<(String, Option<String>), SessionNext> {
+) -> Result<(String, Option<String>), String> {
     if !owned.contains(session_id) {
-        return Err(violation("this connection did not open that session"));
+        return Err("this connection did not open that session".into());
     }
     let Ok(mut sessions) = state.sessions.lock() else {
-        return Err(violation("the session table is unavailable"));
+        return Err("the session table is unavailable".into());
     };
     let Some(s) = sessions.get_mut(session_id) else {
-        return Err(violation("that session has ended"));
+        return Err("that session has ended".into());
     };
     if seq < 1 || seq <= s.last_seq {
-        return Err(violation(format!(
+        return Err(format!(
             "call numbers start at 1 and only increase; got {seq} after {}",
             s.last_seq
-        )));
+        ));
     }
     s.last_seq = seq;
     Ok((s.connector.clone(), s.agent.clone()))
@@ -175,12 +175,12 @@ fn rule(
     asked: &CallRequest,
     retry_of: Option<i64>,
     ctx: CallContext,
-) -> Result<(Ruling, CallContext), SessionNext> {
+) -> Result<(Ruling, CallContext), String> {
     let Ok(mut sessions) = state.sessions.lock() else {
-        return Err(violation("the session table is unavailable"));
+        return Err("the session table is unavailable".into());
     };
     let Some(s) = sessions.get_mut(session_id) else {
-        return Err(violation("that session has ended"));
+        return Err("that session has ended".into());
     };
     if let Some(why) = &now.refusal {
         s.counters.note_decided();

@@ -1,6 +1,14 @@
 //! The per-user daemon: verified connections, sessions, the decision service and the single
 //! writer of the database.
 //!
+//! One file per job: `run` and the state every connection shares (`Shared`, with each
+//! session's counts, `Session`) here; `accept` (listening, the lock and socket watch, judging
+//! a peer, a connection's line loop), `dispatch` (one function per request of either protocol),
+//! `session` (a session's start and its connector's launch), `decide` (the ruling on one call,
+//! its budgets), `hold` (calls held for a person), `in_force` (the policy set, budgets and
+//! refusal in force, and reloading them), `manage/` (policy, budget, agent and connector
+//! changes), `writer` (the journal writer thread), `supervise` (`daemon start`'s supervisor).
+//!
 //! Owns: accepting connections (only this Holdcall build, running as this user), which sessions
 //! each connection may speak for, the compiled policy in force, and the journal writer thread.
 //! Must never: answer a decision before its journal entry is committed, read a byte from an
@@ -85,6 +93,8 @@ use crate::daemon::{
 };
 use writer::{Writer, WriterCore, writer_thread};
 
+/// What the daemon keeps of one open session: its connector and agent, its last call number,
+/// and its counts.
 struct Session {
     connector: String,
     agent: Option<String>,
@@ -133,6 +143,8 @@ impl Session {
     }
 }
 
+/// The daemon's state, shared by every connection: the writer, what is in force, the open
+/// sessions, the held calls, the vault. One per daemon, behind an `Arc`.
 struct Shared {
     writer: Writer,
     /// The generation of the set in force (`WriterCore::gen`), stored after the set, its
@@ -211,7 +223,7 @@ fn stored(rows: &[PolicyRow]) -> Vec<StoredPolicy> {
 }
 
 /// Runs the daemon for `home` until SIGTERM, SIGINT or `holdcall daemon stop`.
-pub async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
+pub(crate) async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
     home.prepare()?;
     let socket = home.socket_path();
     // Held for the daemon's whole life, taken before anything else: while we hold it no other

@@ -30,8 +30,8 @@ pub(crate) async fn session_start(
     client: Option<String>,
     image: Option<&agents::Identity>,
 ) -> SessionNext {
-    if let Err(refused) = check_start(&session_id, &connector, client.as_deref()) {
-        return refused;
+    if let Err(why) = check_start(&session_id, &connector, client.as_deref()) {
+        return violation(why);
     }
     // Said in the journal as the relay words it, made printable and bounded like a label.
     let reason = connector_from.map(|from| {
@@ -121,19 +121,17 @@ pub(crate) async fn session_start(
 
 /// What a `session.start` says, checked before anything is reserved: a well-formed id, a valid
 /// connector name, a bounded printable client label.
-fn check_start(session_id: &str, connector: &str, client: Option<&str>) -> Result<(), SessionNext> {
+fn check_start(session_id: &str, connector: &str, client: Option<&str>) -> Result<(), String> {
     if !valid_session_id(session_id) {
-        return Err(violation("a session id is 32 hexadecimal characters"));
+        return Err("a session id is 32 hexadecimal characters".into());
     }
     if let Err(e) = policy::validate_scope_name("connector", connector) {
-        return Err(violation(e.to_string()));
+        return Err(e.to_string());
     }
     if let Some(c) = client
         && (c.len() > limits::CLIENT_LABEL_BYTES_MAX || c.chars().any(char::is_control))
     {
-        return Err(violation(
-            "the client label is too long or has control characters",
-        ));
+        return Err("the client label is too long or has control characters".into());
     }
     Ok(())
 }

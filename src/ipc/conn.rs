@@ -18,7 +18,7 @@ use crate::limits;
 use crate::os::peer;
 
 /// A request of one protocol and the answer it gets: what [`Conn::call`] sends and reads back.
-pub trait Ask: Serialize {
+pub(crate) trait Ask: Serialize {
     type Answer: DeserializeOwned;
 }
 
@@ -92,14 +92,14 @@ pub enum WireError {
 /// A verified connection to the daemon, which has said it serves this home (`daemon.hello`).
 /// Its first request fixes its protocol for good: the daemon refuses a request of the other
 /// protocol on it and closes it. Split, it speaks the relay-session protocol only.
-pub struct Conn {
+pub(crate) struct Conn {
     reader: peer::CheckedReader,
     writer: OwnedWriteHalf,
 }
 
 impl Conn {
     /// Sends one request and reads its one response, within `timeout`.
-    pub async fn call<Q: Ask>(
+    pub(crate) async fn call<Q: Ask>(
         &mut self,
         req: &Q,
         timeout: Duration,
@@ -122,7 +122,7 @@ impl Conn {
 impl Conn {
     /// Reads the next line the daemon sends on a management connection, however long it takes
     /// (pushed lines arrive unasked). Closed when the daemon closes the connection.
-    pub async fn recv(&mut self) -> Result<ManageResponse, WireError> {
+    pub(crate) async fn recv(&mut self) -> Result<ManageResponse, WireError> {
         match self.reader.read_line(limits::SOCKET_LINE_BYTES_MAX).await? {
             None => Err(WireError::Closed),
             Some(l) => serde_json::from_slice(&l).map_err(|e| WireError::Protocol(e.to_string())),
@@ -131,7 +131,7 @@ impl Conn {
 
     /// Splits the connection so one task can read every line (answers and pushed words) while
     /// another writes requests: a relay's session link, so both halves speak its protocol.
-    pub fn into_split(self) -> (ConnReader, ConnWriter) {
+    pub(crate) fn into_split(self) -> (ConnReader, ConnWriter) {
         (
             ConnReader {
                 reader: self.reader,
@@ -144,13 +144,13 @@ impl Conn {
 }
 
 /// The reading half of a split [`Conn`]: a relay's, so it reads the session protocol.
-pub struct ConnReader {
+pub(crate) struct ConnReader {
     reader: peer::CheckedReader,
 }
 
 impl ConnReader {
     /// The next line from the daemon; Closed at end of stream.
-    pub async fn recv(&mut self) -> Result<SessionResponse, WireError> {
+    pub(crate) async fn recv(&mut self) -> Result<SessionResponse, WireError> {
         match self.reader.read_line(limits::SOCKET_LINE_BYTES_MAX).await? {
             None => Err(WireError::Closed),
             Some(l) => serde_json::from_slice(&l).map_err(|e| WireError::Protocol(e.to_string())),
@@ -159,12 +159,12 @@ impl ConnReader {
 }
 
 /// The writing half of a split [`Conn`]: a relay's, so it sends the session protocol.
-pub struct ConnWriter {
+pub(crate) struct ConnWriter {
     writer: OwnedWriteHalf,
 }
 
 impl ConnWriter {
-    pub async fn send(&mut self, req: &SessionRequest) -> Result<(), WireError> {
+    pub(crate) async fn send(&mut self, req: &SessionRequest) -> Result<(), WireError> {
         let line = request_line(req)?;
         self.writer.write_all(&line).await?;
         Ok(())
@@ -186,7 +186,7 @@ fn request_line(req: &impl Serialize) -> Result<Vec<u8>, WireError> {
 
 /// What is listening on a home's socket, found without starting anything and without sending
 /// a byte to a process that is not verified.
-pub enum Probe {
+pub(crate) enum Probe {
     NotRunning,
     Ours(Conn),
     Other(peer::Verdict),
@@ -205,7 +205,7 @@ pub enum Probe {
 }
 
 /// Looks at the socket of `home` without starting a daemon.
-pub async fn probe(home: &Home) -> Probe {
+pub(crate) async fn probe(home: &Home) -> Probe {
     let Ok(stream) = peer::connect_passing_credentials(&home.socket_path()) else {
         return Probe::NotRunning;
     };
@@ -259,7 +259,7 @@ async fn serves(mut conn: Conn, home: &Home, pid: i32) -> Result<Conn, Option<St
 }
 
 /// Connects to the daemon of `home` if one is listening, and verifies it before sending a byte.
-pub async fn connect(home: &Home) -> Result<Conn, WireError> {
+pub(crate) async fn connect(home: &Home) -> Result<Conn, WireError> {
     let socket = home.socket_path();
     match probe(home).await {
         Probe::Ours(conn) => Ok(conn),
@@ -285,7 +285,7 @@ pub async fn connect(home: &Home) -> Result<Conn, WireError> {
 /// doubled: nothing is started while the lock is held, and its socket is waited for — it
 /// listens once it has opened the journal, and puts back a socket removed behind its back
 /// within `limits::SOCKET_CHECK_INTERVAL`.
-pub async fn connect_or_start(home: &Home) -> Result<Conn, WireError> {
+pub(crate) async fn connect_or_start(home: &Home) -> Result<Conn, WireError> {
     match connect(home).await {
         Err(WireError::NoDaemon { .. }) => {}
         other => return other,
@@ -348,7 +348,7 @@ pub async fn connect_or_start(home: &Home) -> Result<Conn, WireError> {
 
 /// The runtime a one-shot command runs its async work on (a daemon call, a probe, the console's
 /// server): one thread, I/O and timers on.
-pub fn current_thread() -> std::io::Result<tokio::runtime::Runtime> {
+pub(crate) fn current_thread() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -368,7 +368,7 @@ fn last_log_line(path: &Path) -> String {
 
 /// Starts `holdcall daemon run` for `home` in the background, logging to `daemon.log`. The
 /// daemon makes itself a session leader, out of reach of the terminal's signals.
-pub fn start_daemon(home: &Home) -> Result<std::process::Child, WireError> {
+pub(crate) fn start_daemon(home: &Home) -> Result<std::process::Child, WireError> {
     home.prepare()?;
     let exe = std::env::current_exe().map_err(|e| WireError::Start(e.to_string()))?;
     let log = open_log(&home.daemon_log_path()).map_err(|e| WireError::Start(e.to_string()))?;

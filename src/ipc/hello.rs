@@ -9,7 +9,7 @@ use crate::config::Home;
 /// management and session connections alike (it gives a connection no role).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind")]
-pub enum HelloRequest {
+pub(crate) enum HelloRequest {
     #[serde(rename = "daemon.hello")]
     Hello,
 }
@@ -17,7 +17,7 @@ pub enum HelloRequest {
 /// The answer to `daemon.hello`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind")]
-pub enum HelloResponse {
+pub(crate) enum HelloResponse {
     /// The home this daemon serves, as it proves it.
     #[serde(rename = "daemon.hello")]
     Hello(Serves),
@@ -29,12 +29,12 @@ pub enum HelloResponse {
 /// and the machine id it read. A client compares both with its own reading of its home, so a
 /// daemon of another home moved onto this home's socket path is refused (issue 12, item 5).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Serves {
+pub(crate) struct Serves {
     /// The home directory, as the daemon was given it (for messages only: never compared).
-    pub home: String,
-    pub db_dev: u64,
-    pub db_ino: u64,
-    pub machine_id: String,
+    pub(crate) home: String,
+    pub(crate) db_dev: u64,
+    pub(crate) db_ino: u64,
+    pub(crate) machine_id: String,
 }
 
 impl Serves {
@@ -52,7 +52,7 @@ impl Serves {
     }
 
     /// None when this daemon serves `home`; else why not, in words that name both homes.
-    pub fn mismatch(&self, home: &Home) -> Option<String> {
+    pub(crate) fn mismatch(&self, home: &Home) -> Option<String> {
         let (db, id) = Serves::of(home);
         let theirs = format!(
             "it serves the home {} (database device {}, inode {})",

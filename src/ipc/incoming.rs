@@ -10,7 +10,7 @@ use crate::ipc::{HelloRequest, ManageRequest, SessionRequest};
 
 /// One request line as the daemon reads it.
 #[derive(Debug)]
-pub enum Incoming {
+pub(crate) enum Incoming {
     /// `daemon.hello`, on a connection of either protocol (it gives the connection no role).
     Hello(HelloRequest),
     Session(SessionRequest),
@@ -128,7 +128,7 @@ impl<'de> Deserialize<'de> for Protocol {
 impl Incoming {
     /// Decodes one request line: its `kind` first, then the whole line as a request of that
     /// kind's protocol.
-    pub fn read(line: &[u8]) -> Result<Incoming, serde_json::Error> {
+    pub(crate) fn read(line: &[u8]) -> Result<Incoming, serde_json::Error> {
         Ok(match serde_json::from_slice::<Tag>(line)?.kind {
             Protocol::Hello => Incoming::Hello(serde_json::from_slice(line)?),
             Protocol::Session => Incoming::Session(serde_json::from_slice(line)?),

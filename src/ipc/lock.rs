@@ -12,7 +12,7 @@ use crate::config::Home;
 /// descriptor of that file. So nothing in the daemon may ever open `daemon.lock` besides this
 /// one `File` — not [`lock_holder`], not [`daemon_lock_free`], not a log reader: each of those
 /// is for other processes only.
-pub struct DaemonLock {
+pub(crate) struct DaemonLock {
     /// Kept open (and never cloned) for as long as the daemon runs.
     _file: std::fs::File,
 }
@@ -20,7 +20,7 @@ pub struct DaemonLock {
 impl DaemonLock {
     /// The device and inode of the locked file, read from the open descriptor (fstat: nothing
     /// is opened, so the lock is safe).
-    pub fn identity(&self) -> Option<(u64, u64)> {
+    pub(crate) fn identity(&self) -> Option<(u64, u64)> {
         use std::os::unix::fs::MetadataExt as _;
         self._file.metadata().ok().map(|m| (m.dev(), m.ino()))
     }
@@ -28,7 +28,7 @@ impl DaemonLock {
 
 /// The device and inode of the file now at `<home>/daemon.lock`, by `lstat` (nothing is opened,
 /// so the daemon may call it: see [`DaemonLock`]); None when nothing is there.
-pub fn lock_file_identity(home: &Home) -> Option<(u64, u64)> {
+pub(crate) fn lock_file_identity(home: &Home) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt as _;
     std::fs::symlink_metadata(home.lock_path())
         .ok()
@@ -59,7 +59,7 @@ fn holder_of(file: &std::fs::File) -> std::io::Result<Option<i32>> {
 /// Takes the daemon lock of `home`, or says who holds it: `Err(Some(pid))` (or `Err(None)`
 /// when the holder let go in between). The pid and socket path are then written into the file
 /// for a person reading it; only the kernel's F_GETLK is ever trusted.
-pub fn take_daemon_lock(home: &Home) -> std::io::Result<Result<DaemonLock, Option<i32>>> {
+pub(crate) fn take_daemon_lock(home: &Home) -> std::io::Result<Result<DaemonLock, Option<i32>>> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mut file = std::fs::OpenOptions::new()
@@ -108,7 +108,7 @@ pub fn take_daemon_lock(home: &Home) -> std::io::Result<Result<DaemonLock, Optio
 /// None when no daemon of this home runs, not even one still stopping. Never call it inside
 /// the daemon: closing the file it opens would release the daemon's own lock (see
 /// [`DaemonLock`]).
-pub fn lock_holder(home: &Home) -> Option<i32> {
+pub(crate) fn lock_holder(home: &Home) -> Option<i32> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -122,6 +122,6 @@ pub fn lock_holder(home: &Home) -> Option<i32> {
 
 /// True when no daemon of `home` holds its lock: none is running, not even one still stopping.
 /// Never call it inside the daemon (see [`lock_holder`]).
-pub fn daemon_lock_free(home: &Home) -> bool {
+pub(crate) fn daemon_lock_free(home: &Home) -> bool {
     lock_holder(home).is_none()
 }

@@ -22,19 +22,23 @@ mod session;
 #[cfg(test)]
 mod tests;
 
-pub use conn::{
-    Ask, Conn, ConnReader, ConnWriter, Probe, WireError, connect, connect_or_start, current_thread,
-    probe, start_daemon,
+pub(crate) use conn::{
+    Conn, ConnReader, ConnWriter, Probe, WireError, connect, connect_or_start, current_thread,
+    probe,
 };
-pub use hello::{HelloRequest, HelloResponse, Serves};
-pub use incoming::Incoming;
-pub use lock::{DaemonLock, daemon_lock_free, lock_file_identity, lock_holder, take_daemon_lock};
+pub(crate) use hello::{HelloRequest, HelloResponse, Serves};
+pub(crate) use incoming::Incoming;
+pub(crate) use lock::{
+    DaemonLock, daemon_lock_free, lock_file_identity, lock_holder, take_daemon_lock,
+};
 pub use manage::{HeldCall, ListedAgent, ListedPolicy, ManageRequest, ManageResponse};
-pub use session::{HoldTicket, Release, SessionEnded, SessionRequest, SessionResponse, Verdict};
+pub(crate) use session::{
+    HoldTicket, Release, SessionEnded, SessionRequest, SessionResponse, Verdict,
+};
 
 /// What one bounded read produced.
 #[derive(Debug, PartialEq, Eq)]
-pub enum LineRead {
+pub(crate) enum LineRead {
     /// A line, with its newline when it had one (the last line of a stream may not).
     Line(Vec<u8>),
     /// A line longer than the cap, read and discarded through its newline; its length.
@@ -45,7 +49,7 @@ pub enum LineRead {
 
 /// Reads one line of at most `max` bytes (newline included) without ever buffering more than
 /// `max` bytes of it: the rest of an overlong line is consumed and dropped.
-pub async fn read_line_capped<R: AsyncBufRead + Unpin>(
+pub(crate) async fn read_line_capped<R: AsyncBufRead + Unpin>(
     r: &mut R,
     max: usize,
 ) -> std::io::Result<LineRead> {

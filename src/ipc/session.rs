@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 /// response, in order; a connection that sends one sends only these (see `ipc::Incoming`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind")]
-pub enum SessionRequest {
+pub(crate) enum SessionRequest {
     /// A relay opens a session; the connection then speaks only for the sessions it opened.
     #[serde(rename = "session.start")]
     SessionStart {
@@ -70,7 +70,7 @@ impl SessionRequest {
 /// before `session.end` (which the daemon journals as an alarm).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum SessionEnded {
+pub(crate) enum SessionEnded {
     /// The client closed the relay's input (a client that quits, or a health check that
     /// connects, initializes and closes).
     ClientClosed,
@@ -82,7 +82,7 @@ pub enum SessionEnded {
 
 impl SessionEnded {
     /// The journal's reason for the session's end.
-    pub fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             SessionEnded::ClientClosed => "the client closed the connection",
             SessionEnded::ServerExited => "the server exited",
@@ -94,7 +94,7 @@ impl SessionEnded {
 /// The daemon's verdict on one call, as the relay receives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Allow,
     Deny,
     /// A rule says a person decides: the call is held in the daemon, and its final word comes
@@ -110,7 +110,7 @@ pub enum Verdict {
 /// What the daemon answers a relay, or pushes to it unasked ([`SessionResponse::Released`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind")]
-pub enum SessionResponse {
+pub(crate) enum SessionResponse {
     #[serde(rename = "ok")]
     Ok,
     /// The answer to `session.start`: the session is open; `launch` is set when the connector is
@@ -154,16 +154,16 @@ pub enum SessionResponse {
 
 /// What the relay learns when its call is held.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HoldTicket {
-    pub id: String,
+pub(crate) struct HoldTicket {
+    pub(crate) id: String,
     /// How long the daemon will wait for a person before rejecting the call (milliseconds).
-    pub timeout_ms: u64,
+    pub(crate) timeout_ms: u64,
 }
 
 /// The final word on a held call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Release {
+pub(crate) enum Release {
     Approved,
     Rejected,
     /// The word could not be recorded in the journal, so it is no word: refused.
