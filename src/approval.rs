@@ -156,7 +156,7 @@ impl Registry {
             {
                 return Err(Full);
             }
-            let line = pushed_line(&crate::ipc::Response::HeldNew {
+            let line = pushed_line(&crate::ipc::ManageResponse::HeldNew {
                 call: hold.listed(Instant::now()),
             });
             holds.insert(hold.id.clone(), hold);
@@ -249,7 +249,7 @@ impl Registry {
 }
 
 /// A response as one socket line.
-pub(crate) fn pushed_line(resp: &crate::ipc::Response) -> Option<Vec<u8>> {
+pub(crate) fn pushed_line(resp: &impl serde::Serialize) -> Option<Vec<u8>> {
     let mut v = serde_json::to_vec(resp).ok()?;
     v.push(b'\n');
     Some(v)

@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use crate::config::Home;
-use crate::ipc::{self, Request, Response, Verdict, WireError};
+use crate::ipc::{self, SessionRequest, SessionResponse, Verdict, WireError};
 use crate::limits;
 use crate::relay::classify;
 
@@ -109,7 +109,7 @@ impl Relay {
         let session_id = session_id(n);
         let started = conn
             .call(
-                &Request::SessionStart {
+                &SessionRequest::SessionStart {
                     session_id: session_id.clone(),
                     connector: connector.to_string(),
                     client: Some("bench".into()),
@@ -118,7 +118,7 @@ impl Relay {
                 limits::DECISION_TIMEOUT,
             )
             .await?;
-        if !matches!(started, Response::SessionOpened { launch: None }) {
+        if !matches!(started, SessionResponse::SessionOpened { launch: None }) {
             return Err(BenchError::Answer {
                 relay: n,
                 what: format!("session.start answered {started:?}"),
@@ -140,7 +140,7 @@ impl Relay {
         args: &str,
     ) -> Result<(Verdict, Duration), BenchError> {
         self.seq += 1;
-        let req = Request::CallRequest {
+        let req = SessionRequest::CallRequest {
             session_id: self.session_id.clone(),
             seq: self.seq,
             tool: tool.to_string(),
@@ -153,7 +153,7 @@ impl Relay {
         let answer = self.conn.call(&req, limits::DECISION_TIMEOUT).await?;
         let took = t0.elapsed();
         match answer {
-            Response::Decision {
+            SessionResponse::Decision {
                 session_id,
                 seq,
                 decision,
@@ -170,7 +170,7 @@ impl Relay {
         let _ = self
             .conn
             .call(
-                &Request::SessionEnd {
+                &SessionRequest::SessionEnd {
                     session_id: self.session_id.clone(),
                     protocol_version: None,
                     ended: None,

@@ -3,7 +3,7 @@
 use super::args::AgentCmd;
 use super::render::{list, local_time, visible_lines};
 use super::{CliError, ask_daemon_within};
-use crate::ipc::{Request, Response};
+use crate::ipc::{ManageRequest, ManageResponse};
 use crate::limits;
 use crate::text::visible;
 
@@ -24,20 +24,20 @@ pub(super) fn agent_cmd(action: AgentCmd) -> Result<i32, CliError> {
                     abs.display()
                 )));
             };
-            Request::AgentAdd { name, path: abs }
+            ManageRequest::AgentAdd { name, path: abs }
         }
         AgentCmd::Remove { name } => {
             crate::policy::validate_scope_name("agent", &name)?;
-            Request::AgentRemove { name }
+            ManageRequest::AgentRemove { name }
         }
         AgentCmd::List { json } => return agent_list(json),
     };
     let timeout = match req {
-        Request::AgentAdd { .. } => limits::AGENT_ADD_TIMEOUT,
+        ManageRequest::AgentAdd { .. } => limits::AGENT_ADD_TIMEOUT,
         _ => limits::CLI_REQUEST_TIMEOUT,
     };
     match ask_daemon_within(req, timeout)? {
-        Response::AgentChanged { message, .. } => {
+        ManageResponse::AgentChanged { message, .. } => {
             println!("{}", visible_lines(&message));
             Ok(0)
         }
@@ -47,9 +47,9 @@ pub(super) fn agent_cmd(action: AgentCmd) -> Result<i32, CliError> {
 
 fn agent_list(json: bool) -> Result<i32, CliError> {
     list(
-        Request::AgentList,
+        ManageRequest::AgentList,
         |r| match r {
-            Response::AgentList { agents } => Some(agents),
+            ManageResponse::AgentList { agents } => Some(agents),
             _ => None,
         },
         json,

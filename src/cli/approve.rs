@@ -5,7 +5,7 @@ use std::io::Write;
 
 use super::render::visible_lines;
 use super::{CliError, ask_daemon, home_and_config};
-use crate::ipc::{self, Request, Response, WireError};
+use crate::ipc::{self, ManageRequest, ManageResponse, WireError};
 use crate::limits;
 
 /// `holdcall approve ID` / `holdcall reject ID [--reason TEXT]`.
@@ -23,12 +23,12 @@ pub(super) fn decide_cmd(
     if let Some(r) = &reason {
         crate::approval::check_reason(r).map_err(CliError::Refused)?;
     }
-    match ask_daemon(Request::ApprovalDecide {
+    match ask_daemon(ManageRequest::ApprovalDecide {
         id,
         approve,
         reason,
     })? {
-        Response::Decided { message, .. } => {
+        ManageResponse::Decided { message, .. } => {
             println!("{}", visible_lines(&message));
             Ok(0)
         }
@@ -45,13 +45,13 @@ pub(super) fn approve_list(watch: bool, json: bool) -> Result<i32, CliError> {
     rt.block_on(async {
         let mut conn = ipc::connect_or_start(&home).await?;
         let req = if watch {
-            Request::ApprovalWatch
+            ManageRequest::ApprovalWatch
         } else {
-            Request::ApprovalList
+            ManageRequest::ApprovalList
         };
         let calls = match conn.call(&req, limits::CLI_REQUEST_TIMEOUT).await? {
-            Response::HeldCalls { calls } => calls,
-            Response::Error { message } => return Err(CliError::Refused(message)),
+            ManageResponse::HeldCalls { calls } => calls,
+            ManageResponse::Error { message } => return Err(CliError::Refused(message)),
             _ => return Err(CliError::Unexpected),
         };
         let mut shown: std::collections::HashSet<String> = std::collections::HashSet::new();
@@ -79,7 +79,7 @@ pub(super) fn approve_list(watch: bool, json: bool) -> Result<i32, CliError> {
         loop {
             tokio::select! {
                 next = conn.recv() => match next {
-                    Ok(Response::HeldNew { call }) => {
+                    Ok(ManageResponse::HeldNew { call }) => {
                         if shown.insert(call.id.clone()) {
                             show_held(&call, json)?;
                         }

@@ -7,7 +7,7 @@ use super::args::{BudgetCmd, BudgetTools, ScopeArgs};
 use super::policy::{changed, check_scope_locally, scope};
 use super::render::local_time;
 use super::{CliError, ask_daemon};
-use crate::ipc::Request;
+use crate::ipc::ManageRequest;
 use crate::limits;
 use crate::text::visible;
 
@@ -38,7 +38,7 @@ pub(super) fn policy_budget(
 ) -> Result<i32, CliError> {
     if let Some(BudgetCmd::Remove { which, scope: s }) = action {
         let sc = budget_scope(which, s)?;
-        return changed(ask_daemon(Request::BudgetRemove { scope: sc })?);
+        return changed(ask_daemon(ManageRequest::BudgetRemove { scope: sc })?);
     }
     let given = calls.unwrap_or_default();
     let bad = || crate::policy::budget::BadCap {
@@ -48,7 +48,7 @@ pub(super) fn policy_budget(
     let n = given.trim().parse::<i64>().map_err(|_| bad())?;
     let n = crate::policy::budget::check_cap(n)?;
     let sc = budget_scope(which, s)?;
-    changed(ask_daemon(Request::BudgetSet {
+    changed(ask_daemon(ManageRequest::BudgetSet {
         calls: n,
         scope: sc,
     })?)

@@ -7,7 +7,7 @@ use super::args::ConnectorCmd;
 use super::prompt::read_secret;
 use super::render::{list, local_time};
 use super::{CliError, ask_daemon_within, home_and_config};
-use crate::ipc::{self, Request, Response, WireError};
+use crate::ipc::{self, ManageRequest, ManageResponse, WireError};
 use crate::limits;
 use crate::text::visible;
 
@@ -22,7 +22,7 @@ pub(super) fn connector_cmd(action: ConnectorCmd) -> Result<i32, CliError> {
         ConnectorCmd::Remove { name } => {
             crate::policy::validate_scope_name("connector", &name)?;
             connector_changed(ask_daemon_within(
-                Request::ConnectorRemove { name },
+                ManageRequest::ConnectorRemove { name },
                 limits::STORE_REQUEST_TIMEOUT,
             )?)
         }
@@ -30,9 +30,9 @@ pub(super) fn connector_cmd(action: ConnectorCmd) -> Result<i32, CliError> {
     }
 }
 
-fn connector_changed(resp: Response) -> Result<i32, CliError> {
+fn connector_changed(resp: ManageResponse) -> Result<i32, CliError> {
     match resp {
-        Response::ConnectorChanged { message, .. } => {
+        ManageResponse::ConnectorChanged { message, .. } => {
             println!("{message}");
             Ok(0)
         }
@@ -106,10 +106,13 @@ fn connector_set(
     connector::validate_secret(req.secret.expose())?;
     let resp = rt.block_on(async {
         match conn
-            .call(&Request::ConnectorSet(req), limits::STORE_REQUEST_TIMEOUT)
+            .call(
+                &ManageRequest::ConnectorSet(req),
+                limits::STORE_REQUEST_TIMEOUT,
+            )
             .await?
         {
-            Response::Error { message } => Err(CliError::Refused(message)),
+            ManageResponse::Error { message } => Err(CliError::Refused(message)),
             other => Ok(other),
         }
     })?;
@@ -118,9 +121,9 @@ fn connector_set(
 
 fn connector_list(json: bool) -> Result<i32, CliError> {
     list(
-        Request::ConnectorList,
+        ManageRequest::ConnectorList,
         |r| match r {
-            Response::ConnectorList { connectors } => Some(connectors),
+            ManageResponse::ConnectorList { connectors } => Some(connectors),
             _ => None,
         },
         json,

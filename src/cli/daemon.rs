@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use super::args::DaemonCmd;
 use super::{CliError, home_and_config};
 use crate::config::Home;
-use crate::ipc::{self, Probe, Request, Response};
+use crate::ipc::{self, ManageRequest, ManageResponse, Probe};
 use crate::limits;
 use crate::text::visible;
 
@@ -191,10 +191,10 @@ async fn answering(home: &Home, holder: Option<i32>, mut conn: ipc::Conn) -> Dae
         pid: holder,
     };
     match conn
-        .call(&Request::Status, limits::CLI_REQUEST_TIMEOUT)
+        .call(&ManageRequest::Status, limits::CLI_REQUEST_TIMEOUT)
         .await
     {
-        Ok(Response::Status {
+        Ok(ManageResponse::Status {
             pid,
             version,
             cannot_decide: Some(why),
@@ -207,7 +207,7 @@ async fn answering(home: &Home, holder: Option<i32>, mut conn: ipc::Conn) -> Dae
             code: 1,
             pid: holder.or(i32::try_from(pid).ok()),
         },
-        Ok(Response::Status {
+        Ok(ManageResponse::Status {
             pid,
             version,
             sessions,
@@ -284,7 +284,7 @@ pub(super) async fn stop_daemon(home: &Home) -> Result<i32, CliError> {
         },
         Probe::Ours(mut conn) => {
             match conn
-                .call(&Request::Shutdown, limits::CLI_REQUEST_TIMEOUT)
+                .call(&ManageRequest::Shutdown, limits::CLI_REQUEST_TIMEOUT)
                 .await
             {
                 Ok(_) => println!("holdcall: stopping the daemon"),

@@ -30,7 +30,7 @@ mod status;
 pub use args::{Cli, Command, DaemonCmd};
 
 use crate::config::{Config, Home};
-use crate::ipc::{self, Request, Response, WireError};
+use crate::ipc::{self, ManageRequest, ManageResponse, WireError};
 use crate::journal;
 use crate::limits;
 use crate::relay;
@@ -217,17 +217,20 @@ pub(crate) fn home_and_config() -> Result<(Home, Config), CliError> {
 
 /// Sends one management request to the daemon (started if needed) and returns its answer;
 /// an `error` answer becomes `CliError::Refused`.
-pub(crate) fn ask_daemon(req: Request) -> Result<Response, CliError> {
+pub(crate) fn ask_daemon(req: ManageRequest) -> Result<ManageResponse, CliError> {
     ask_daemon_within(req, limits::CLI_REQUEST_TIMEOUT)
 }
 
-pub(super) fn ask_daemon_within(req: Request, timeout: Duration) -> Result<Response, CliError> {
+pub(super) fn ask_daemon_within(
+    req: ManageRequest,
+    timeout: Duration,
+) -> Result<ManageResponse, CliError> {
     let (home, _) = home_and_config()?;
     let rt = ipc::current_thread()?;
     rt.block_on(async {
         let mut conn = ipc::connect_or_start(&home).await?;
         match conn.call(&req, timeout).await {
-            Ok(Response::Error { message }) => Err(CliError::Refused(message)),
+            Ok(ManageResponse::Error { message }) => Err(CliError::Refused(message)),
             Ok(other) => Ok(other),
             // A verified daemon that hangs up without answering says why in its log only.
             Err(WireError::Closed) => Err(CliError::Refused(format!(

@@ -10,7 +10,7 @@ use super::log::open_reader;
 use super::render::{local_time, visible_lines};
 use super::{CliError, ask_daemon};
 use crate::config::Home;
-use crate::ipc::{Request, Response};
+use crate::ipc::{ManageRequest, ManageResponse};
 use crate::journal::{Entry, LogFilter};
 use crate::policy::{Effect, Explanation, Scope};
 use crate::text::visible;
@@ -32,7 +32,7 @@ pub(super) fn policy_cmd(action: PolicyCmd) -> Result<i32, CliError> {
         PolicyCmd::Remove { tool, scope: s, .. } => {
             let sc = scope(tool, s);
             check_scope_locally(&sc)?;
-            return changed(ask_daemon(Request::PolicyRemove { scope: sc })?);
+            return changed(ask_daemon(ManageRequest::PolicyRemove { scope: sc })?);
         }
         PolicyCmd::List { json } => return policy_list(json),
         PolicyCmd::Explain {
@@ -56,7 +56,7 @@ pub(super) fn policy_cmd(action: PolicyCmd) -> Result<i32, CliError> {
         } => return policy_budget(action, calls, which, scope),
     };
     check_scope_locally(&sc)?;
-    changed(ask_daemon(Request::PolicySet { effect, scope: sc })?)
+    changed(ask_daemon(ManageRequest::PolicySet { effect, scope: sc })?)
 }
 
 /// Bad names are refused before anything is sent, with the same words the daemon would use.
@@ -73,9 +73,9 @@ pub(super) fn check_scope_locally(sc: &Scope) -> Result<(), CliError> {
     Ok(())
 }
 
-pub(super) fn changed(resp: Response) -> Result<i32, CliError> {
+pub(super) fn changed(resp: ManageResponse) -> Result<i32, CliError> {
     match resp {
-        Response::PolicyChanged { message, .. } => {
+        ManageResponse::PolicyChanged { message, .. } => {
             println!("{}", visible_lines(&message));
             Ok(0)
         }
@@ -84,7 +84,8 @@ pub(super) fn changed(resp: Response) -> Result<i32, CliError> {
 }
 
 fn policy_list(json: bool) -> Result<i32, CliError> {
-    let Response::PolicyList { policies, budgets } = ask_daemon(Request::PolicyList)? else {
+    let ManageResponse::PolicyList { policies, budgets } = ask_daemon(ManageRequest::PolicyList)?
+    else {
         return Err(CliError::Unexpected);
     };
     let mut out = std::io::stdout().lock();
@@ -165,11 +166,12 @@ fn policy_import(path: &std::path::Path, dry_run: bool) -> Result<i32, CliError>
     for w in &warnings {
         eprintln!("{w}");
     }
-    let Response::PolicyImported { message, diff, .. } = ask_daemon(Request::PolicyImport {
-        file,
-        text,
-        dry_run,
-    })?
+    let ManageResponse::PolicyImported { message, diff, .. } =
+        ask_daemon(ManageRequest::PolicyImport {
+            file,
+            text,
+            dry_run,
+        })?
     else {
         return Err(CliError::Unexpected);
     };
@@ -191,7 +193,8 @@ fn policy_under_test(
             (name, text)
         }
         None => {
-            let Response::PolicyText { text } = ask_daemon(Request::PolicyExport)? else {
+            let ManageResponse::PolicyText { text } = ask_daemon(ManageRequest::PolicyExport)?
+            else {
                 return Err(CliError::Unexpected);
             };
             ("the policy in force".to_string(), text)
@@ -248,7 +251,7 @@ fn policy_test(cases: &std::path::Path, policy: Option<&std::path::Path>) -> Res
 }
 
 fn policy_export(output: Option<PathBuf>) -> Result<i32, CliError> {
-    let Response::PolicyText { text } = ask_daemon(Request::PolicyExport)? else {
+    let ManageResponse::PolicyText { text } = ask_daemon(ManageRequest::PolicyExport)? else {
         return Err(CliError::Unexpected);
     };
     match output {
@@ -305,10 +308,10 @@ fn policy_explain(
     json: bool,
 ) -> Result<i32, CliError> {
     crate::policy::validate_tool_name(&tool)?;
-    let Response::Explain {
+    let ManageResponse::Explain {
         explanation,
         budgets,
-    } = ask_daemon(Request::PolicyExplain {
+    } = ask_daemon(ManageRequest::PolicyExplain {
         agent: s.agent,
         connector: s.connector,
         tool,

@@ -4,14 +4,14 @@
 use std::io::Write;
 
 use super::{CliError, ask_daemon};
-use crate::ipc::{Request, Response};
+use crate::ipc::{ManageRequest, ManageResponse};
 
 /// Every `… list [--json]` of what the daemon keeps: ask it, take the list out of its answer
 /// (any other answer is `CliError::Unexpected`), then print the list whole as JSON, or the line
 /// that says it is empty, or one `line` per item.
 pub(super) fn list<T: serde::Serialize>(
-    req: Request,
-    take: impl FnOnce(Response) -> Option<Vec<T>>,
+    req: ManageRequest,
+    take: impl FnOnce(ManageResponse) -> Option<Vec<T>>,
     json: bool,
     empty: &str,
     mut line: impl FnMut(&mut dyn Write, &T) -> std::io::Result<()>,

@@ -14,7 +14,7 @@ use super::daemon::{ConsoleDaemon, ask_daemon};
 use super::http::{bad_request, failed, json_response, plain};
 use super::query::{number, parse_query};
 use super::view::View;
-use crate::ipc::{Request as WireRequest, Response as WireResponse};
+use crate::ipc::{ManageRequest, ManageResponse};
 use crate::journal::{Entry, LogFilter, Reader};
 use crate::limits;
 use crate::projection::{self, Projection};
@@ -202,8 +202,8 @@ pub(super) async fn api_snapshot(State(shared): State<Arc<Shared>>) -> Response 
         Ok(v) => v,
         Err(r) => return r,
     };
-    let held = match ask_daemon(&shared.home, &WireRequest::ApprovalList).await {
-        Ok(WireResponse::HeldCalls { calls }) => json!({"available": true, "count": calls.len()}),
+    let held = match ask_daemon(&shared.home, &ManageRequest::ApprovalList).await {
+        Ok(ManageResponse::HeldCalls { calls }) => json!({"available": true, "count": calls.len()}),
         Ok(_) => json!({"available": false, "reason": "the daemon sent an unexpected answer"}),
         Err(e) => {
             json!({"available": false, "reason": e.say(), "running": !matches!(e, ConsoleDaemon::NotRunning)})
@@ -362,8 +362,8 @@ pub(super) async fn api_policy(State(shared): State<Arc<Shared>>) -> Response {
         Err(r) => return r,
     };
     // Whether each enrolment is still current is the daemon's check (it stats each file again).
-    let (agents, agents_note) = match ask_daemon(&shared.home, &WireRequest::AgentList).await {
-        Ok(WireResponse::AgentList { agents }) => (
+    let (agents, agents_note) = match ask_daemon(&shared.home, &ManageRequest::AgentList).await {
+        Ok(ManageResponse::AgentList { agents }) => (
             agents
                 .iter()
                 .map(|a| {
@@ -408,8 +408,8 @@ pub(super) async fn api_policy(State(shared): State<Arc<Shared>>) -> Response {
 }
 
 pub(super) async fn api_held(State(shared): State<Arc<Shared>>) -> Response {
-    let v = match ask_daemon(&shared.home, &WireRequest::ApprovalList).await {
-        Ok(WireResponse::HeldCalls { calls }) => json!({
+    let v = match ask_daemon(&shared.home, &ManageRequest::ApprovalList).await {
+        Ok(ManageResponse::HeldCalls { calls }) => json!({
             "available": true,
             "held": calls.iter().map(|c| {
                 let args = c.arguments.as_deref().unwrap_or("");
@@ -475,14 +475,14 @@ pub(super) async fn api_explain(State(shared): State<Arc<Shared>>, uri: Uri) -> 
             return bad_request("arguments must be a JSON object");
         }
     }
-    let req = WireRequest::PolicyExplain {
+    let req = ManageRequest::PolicyExplain {
         agent: given("agent"),
         connector: given("connector"),
         tool,
         arguments,
     };
     let v = match ask_daemon(&shared.home, &req).await {
-        Ok(WireResponse::Explain {
+        Ok(ManageResponse::Explain {
             explanation,
             budgets,
         }) => json!({"available": true, "explanation": explanation, "budgets": budgets}),

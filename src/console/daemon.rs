@@ -3,27 +3,27 @@
 
 use super::ConsoleError;
 use crate::config::Home;
-use crate::ipc::{self, Request as WireRequest, Response as WireResponse, WireError};
+use crate::ipc::{self, ManageRequest, ManageResponse, WireError};
 use crate::limits;
 
 /// The only requests the console sends the daemon: each one reads. Anything else (a decision, a
 /// policy change, shutdown) is refused before a connection is made.
-pub(super) fn is_read_request(req: &WireRequest) -> bool {
+pub(super) fn is_read_request(req: &ManageRequest) -> bool {
     matches!(
         req,
-        WireRequest::ApprovalList
-            | WireRequest::PolicyList
-            | WireRequest::PolicyExplain { .. }
-            | WireRequest::AgentList
-            | WireRequest::Status
+        ManageRequest::ApprovalList
+            | ManageRequest::PolicyList
+            | ManageRequest::PolicyExplain { .. }
+            | ManageRequest::AgentList
+            | ManageRequest::Status
     )
 }
 
 /// Asks the daemon one read request on a fresh verified connection; never starts a daemon.
 pub(super) async fn ask_daemon(
     home: &Home,
-    req: &WireRequest,
-) -> Result<WireResponse, ConsoleDaemon> {
+    req: &ManageRequest,
+) -> Result<ManageResponse, ConsoleDaemon> {
     if !is_read_request(req) {
         return Err(ConsoleDaemon::Refused(
             ConsoleError::NotARead("a request that changes something").to_string(),
@@ -35,7 +35,7 @@ pub(super) async fn ask_daemon(
         Err(e) => return Err(ConsoleDaemon::Failed(e.to_string())),
     };
     match conn.call(req, limits::CONSOLE_DAEMON_TIMEOUT).await {
-        Ok(WireResponse::Error { message }) => Err(ConsoleDaemon::Refused(message)),
+        Ok(ManageResponse::Error { message }) => Err(ConsoleDaemon::Refused(message)),
         Ok(r) => Ok(r),
         Err(e) => Err(ConsoleDaemon::Failed(e.to_string())),
     }

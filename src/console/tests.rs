@@ -8,7 +8,7 @@ use super::http::*;
 use super::query::*;
 use super::view::*;
 use super::*;
-use crate::ipc::Request as WireRequest;
+use crate::ipc::ManageRequest;
 use crate::journal::LogFilter;
 use crate::limits;
 use crate::policy::{Effect, Scope};
@@ -283,11 +283,11 @@ fn the_console_sends_the_daemon_only_read_requests() {
         connector: None,
     };
     let reads = [
-        WireRequest::ApprovalList,
-        WireRequest::PolicyList,
-        WireRequest::AgentList,
-        WireRequest::Status,
-        WireRequest::PolicyExplain {
+        ManageRequest::ApprovalList,
+        ManageRequest::PolicyList,
+        ManageRequest::AgentList,
+        ManageRequest::Status,
+        ManageRequest::PolicyExplain {
             agent: None,
             connector: None,
             tool: "t".into(),
@@ -295,40 +295,29 @@ fn the_console_sends_the_daemon_only_read_requests() {
         },
     ];
     let writes = [
-        WireRequest::ApprovalDecide {
+        ManageRequest::ApprovalDecide {
             id: "abcdefabcdef".into(),
             approve: true,
             reason: None,
         },
-        WireRequest::ApprovalWatch,
-        WireRequest::Shutdown,
-        WireRequest::PolicySet {
+        ManageRequest::ApprovalWatch,
+        ManageRequest::Shutdown,
+        ManageRequest::PolicySet {
             effect: Effect::Allow,
             scope: scope.clone(),
         },
-        WireRequest::PolicyRemove { scope },
-        WireRequest::PolicyImport {
+        ManageRequest::PolicyRemove { scope },
+        ManageRequest::PolicyImport {
             file: "f".into(),
             text: String::new(),
             dry_run: true,
         },
-        WireRequest::PolicyExport,
-        WireRequest::AgentAdd {
+        ManageRequest::PolicyExport,
+        ManageRequest::AgentAdd {
             name: "a".into(),
             path: "/bin/true".into(),
         },
-        WireRequest::AgentRemove { name: "a".into() },
-        WireRequest::SessionStart {
-            session_id: "s".into(),
-            connector: "c".into(),
-            client: None,
-            connector_from: None,
-        },
-        WireRequest::SessionEnd {
-            session_id: "s".into(),
-            protocol_version: None,
-            ended: None,
-        },
+        ManageRequest::AgentRemove { name: "a".into() },
     ];
     assert!(reads.iter().all(is_read_request));
     assert!(!writes.iter().any(is_read_request));
@@ -339,7 +328,7 @@ async fn a_request_that_is_not_a_read_is_refused_before_any_connection() {
     // A home with no daemon: were a connection tried, the answer would be NotRunning.
     let dir = tempfile::tempdir().unwrap();
     let home = Home::at(dir.path().to_path_buf());
-    let decide = WireRequest::ApprovalDecide {
+    let decide = ManageRequest::ApprovalDecide {
         id: "abcdefabcdef".into(),
         approve: true,
         reason: None,
@@ -349,7 +338,7 @@ async fn a_request_that_is_not_a_read_is_refused_before_any_connection() {
         Err(ConsoleDaemon::Refused(_))
     ));
     assert!(matches!(
-        ask_daemon(&home, &WireRequest::Status).await,
+        ask_daemon(&home, &ManageRequest::Status).await,
         Err(ConsoleDaemon::NotRunning) | Err(ConsoleDaemon::Failed(_))
     ));
 }

@@ -16,20 +16,20 @@ use crate::config::Home;
 
 /// How the last daemon of a home ended, when it ended abnormally.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct ExitRecord {
+pub(crate) struct ExitRecord {
     /// The daemon's pid (the child, which held the lock).
-    pub pid: u32,
+    pub(crate) pid: u32,
     /// When the supervisor saw it end (RFC 3339, UTC).
-    pub at: String,
+    pub(crate) at: String,
     /// How it ended, in words: `killed by SIGBUS`, `exited with status 1`.
-    pub status: String,
+    pub(crate) status: String,
     /// The last line the daemon's log held when it ended, if any.
-    pub log: Option<String>,
+    pub(crate) log: Option<String>,
 }
 
 impl ExitRecord {
     /// One sentence for `status`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut s = format!(
             "the last daemon (pid {}) ended unexpectedly at {}: {}",
             self.pid, self.at, self.status
@@ -44,18 +44,18 @@ impl ExitRecord {
 }
 
 /// Where a home's exit record lives.
-pub fn exit_record_path(home: &Home) -> PathBuf {
+pub(crate) fn exit_record_path(home: &Home) -> PathBuf {
     home.dir().join("daemon.exit")
 }
 
 /// The exit record of `home`, if the last daemon ended abnormally and none has started since.
-pub fn last_exit(home: &Home) -> Option<ExitRecord> {
+pub(crate) fn last_exit(home: &Home) -> Option<ExitRecord> {
     let text = std::fs::read_to_string(exit_record_path(home)).ok()?;
     serde_json::from_str(&text).ok()
 }
 
 /// Forgets the last abnormal end: a daemon that holds the lock now makes it history.
-pub fn clear_exit(home: &Home) {
+pub(crate) fn clear_exit(home: &Home) {
     let _ = std::fs::remove_file(exit_record_path(home));
 }
 
@@ -158,7 +158,7 @@ fn record(home: &Home, pid: u32, how: &str) {
 
 /// Runs the daemon of `home` as a child and waits for it, forwarding SIGTERM and SIGINT to it.
 /// Returns the exit code to end with: the child's.
-pub async fn supervise(home: &Home) -> Result<i32, SuperviseError> {
+pub(crate) async fn supervise(home: &Home) -> Result<i32, SuperviseError> {
     use tokio::signal::unix::{SignalKind, signal};
     let exe = std::env::current_exe().map_err(SuperviseError::Spawn)?;
     let mut term = signal(SignalKind::terminate()).map_err(SuperviseError::Spawn)?;

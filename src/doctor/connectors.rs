@@ -3,7 +3,7 @@
 
 use super::{Check, Ctx, Status, check};
 use crate::config::Home;
-use crate::ipc::{self, Probe, Request, Response};
+use crate::ipc::{self, ManageRequest, ManageResponse, Probe};
 use crate::journal::Reader;
 use crate::limits;
 
@@ -43,18 +43,18 @@ pub(super) fn credential_store(ctx: &Ctx) -> Vec<Check> {
         match ipc::probe(home).await {
             Probe::Ours(mut conn) => {
                 match conn
-                    .call(&Request::VaultProbe, limits::STORE_REQUEST_TIMEOUT)
+                    .call(&ManageRequest::VaultProbe, limits::STORE_REQUEST_TIMEOUT)
                     .await
                 {
-                    Ok(Response::VaultStatus {
+                    Ok(ManageResponse::VaultStatus {
                         reachable: true,
                         message,
                     }) => check(name, Status::Ok, message, None),
                     // An unreachable store is an error only for a connector that has a secret
                     // in it: with none registered, nothing needs one (and an OK line never
                     // carries an error's text).
-                    Ok(Response::VaultStatus { .. }) if registered == 0 => not_needed(name),
-                    Ok(Response::VaultStatus { message, .. }) => check(
+                    Ok(ManageResponse::VaultStatus { .. }) if registered == 0 => not_needed(name),
+                    Ok(ManageResponse::VaultStatus { message, .. }) => check(
                         name,
                         Status::Fail,
                         format!("{message}; registered connectors' servers will not start"),

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use super::{Check, Ctx, Status, check};
 use crate::config::Home;
-use crate::ipc::{self, Probe, Request, Response};
+use crate::ipc::{self, ManageRequest, ManageResponse, Probe};
 use crate::limits;
 
 /// The daemon answers, is verified and is this build. Probes only: never starts one.
@@ -101,10 +101,10 @@ fn other_program(name: &str, v: &crate::agents::PeerCheck) -> Check {
 /// The line for a verified daemon of this build: whether it answers, and can decide.
 async fn answering(name: &str, home: &Home, mut conn: ipc::Conn) -> Check {
     match conn
-        .call(&Request::Status, limits::CLI_REQUEST_TIMEOUT)
+        .call(&ManageRequest::Status, limits::CLI_REQUEST_TIMEOUT)
         .await
     {
-        Ok(Response::Status {
+        Ok(ManageResponse::Status {
             pid,
             version,
             cannot_decide: Some(why),
@@ -120,7 +120,7 @@ async fn answering(name: &str, home: &Home, mut conn: ipc::Conn) -> Check {
                 "free disk space if the journal cannot be written; otherwise run `holdcall verify`",
             ),
         ),
-        Ok(Response::Status { pid, version, .. }) => check(
+        Ok(ManageResponse::Status { pid, version, .. }) => check(
             name,
             Status::Ok,
             format!(

@@ -15,7 +15,7 @@ use super::in_flight::{Forwarded, InFlight, Retries, RetryOf};
 use super::link::Link;
 use super::refusal;
 use super::server::{ServerInput, write_server};
-use crate::ipc::{Request, Response, Verdict, WireError};
+use crate::ipc::{SessionRequest, SessionResponse, Verdict, WireError};
 use crate::limits;
 use crate::mcp::envelope;
 use crate::mcp::version::Negotiation;
@@ -60,12 +60,12 @@ fn refusal_text(refused: Verdict, no_daemon: Option<&str>) -> String {
 /// counts (and a `held` one only with its hold); anything else is no decision, and an answer
 /// for another call poisons the link.
 pub(super) fn verdict_of(
-    answer: Result<Response, WireError>,
+    answer: Result<SessionResponse, WireError>,
     session: &str,
     seq: i64,
 ) -> (Verdict, bool) {
     match answer {
-        Ok(Response::Decision {
+        Ok(SessionResponse::Decision {
             session_id,
             seq: s,
             decision,
@@ -199,7 +199,7 @@ impl ClientPump {
                 anomaly.as_str()
             );
         }
-        self.link.report(Request::Anomaly {
+        self.link.report(SessionRequest::Anomaly {
             session_id: self.session_id.clone(),
             anomaly: anomaly.as_str().to_string(),
         });
@@ -252,7 +252,7 @@ impl ClientPump {
         let word = self.link.expect_release(seq, &digest);
         let answer = self
             .link
-            .decide(Request::CallRequest {
+            .decide(SessionRequest::CallRequest {
                 session_id: self.session_id.clone(),
                 seq,
                 tool: name,
@@ -263,7 +263,7 @@ impl ClientPump {
             })
             .await;
         let timeout_ms = match &answer {
-            Ok(Response::Decision { hold: Some(h), .. }) => Some(h.timeout_ms),
+            Ok(SessionResponse::Decision { hold: Some(h), .. }) => Some(h.timeout_ms),
             _ => None,
         };
         let (verdict, trusted) = verdict_of(answer, &self.session_id, seq);

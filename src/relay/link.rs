@@ -9,13 +9,13 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::held::{HeldWaits, Released, Waiting, route_release};
 use crate::config::Home;
-use crate::ipc::{self, Request, Response, WireError};
+use crate::ipc::{self, SessionRequest, SessionResponse, WireError};
 use crate::limits;
 
 /// Most daemon messages the relay queues before it refuses calls and drops events.
 const LINK_QUEUE: usize = 256;
 
-type Reply = oneshot::Sender<Result<Response, WireError>>;
+type Reply = oneshot::Sender<Result<SessionResponse, WireError>>;
 
 /// The relay's side of the daemon connection. One task writes requests, one at a time, and waits
 /// for each answer; another reads every line the daemon sends, passing answers to the first and
@@ -26,9 +26,9 @@ type Reply = oneshot::Sender<Result<Response, WireError>>;
 /// waiting again.
 #[derive(Clone)]
 pub(super) struct Link {
-    decisions: mpsc::Sender<(Request, Reply)>,
+    decisions: mpsc::Sender<(SessionRequest, Reply)>,
     /// Reports, and the session's start and end, in the order they happened.
-    in_order: mpsc::Sender<(Request, Option<Reply>)>,
+    in_order: mpsc::Sender<(SessionRequest, Option<Reply>)>,
     pub(super) dead: Arc<AtomicBool>,
     pub(super) lost: Arc<AtomicU64>,
     pub(super) held: HeldWaits,
@@ -49,12 +49,12 @@ impl Link {
         session_id: String,
         no_daemon: Option<String>,
     ) -> Link {
-        let (decisions, mut decision_rx) = mpsc::channel::<(Request, Reply)>(DECISION_QUEUE);
-        let (in_order, mut order_rx) = mpsc::channel::<(Request, Option<Reply>)>(LINK_QUEUE);
+        let (decisions, mut decision_rx) = mpsc::channel::<(SessionRequest, Reply)>(DECISION_QUEUE);
+        let (in_order, mut order_rx) = mpsc::channel::<(SessionRequest, Option<Reply>)>(LINK_QUEUE);
         let dead = Arc::new(AtomicBool::new(conn.is_none()));
         let lost = Arc::new(AtomicU64::new(0));
         let held: HeldWaits = Arc::new(Mutex::new(HashMap::new()));
-        let (answer_tx, mut answer_rx) = mpsc::channel::<Response>(ANSWER_QUEUE);
+        let (answer_tx, mut answer_rx) = mpsc::channel::<SessionResponse>(ANSWER_QUEUE);
         let (mut writer, reader_task) = match conn {
             Some(c) => {
                 let (reader, writer) = c.into_split();
@@ -113,7 +113,7 @@ impl Link {
     }
 
     /// Sends a one-way report; a full queue or a dead link loses it (counted, said at exit).
-    pub(super) fn report(&self, req: Request) {
+    pub(super) fn report(&self, req: SessionRequest) {
         if self.dead.load(Ordering::SeqCst) || self.in_order.try_send((req, None)).is_err() {
             self.lost.fetch_add(1, Ordering::SeqCst);
         }
@@ -121,7 +121,7 @@ impl Link {
 
     /// Asks for a call's decision and waits at most `limits::DECISION_TIMEOUT`, queueing
     /// included.
-    pub(super) async fn decide(&self, req: Request) -> Result<Response, WireError> {
+    pub(super) async fn decide(&self, req: SessionRequest) -> Result<SessionResponse, WireError> {
         if self.dead.load(Ordering::SeqCst) {
             return Err(WireError::Closed);
         }
@@ -134,7 +134,10 @@ impl Link {
     }
 
     /// Asks after every report queued before it (the session's start and end).
-    pub(super) async fn ask_in_order(&self, req: Request) -> Result<Response, WireError> {
+    pub(super) async fn ask_in_order(
+        &self,
+        req: SessionRequest,
+    ) -> Result<SessionResponse, WireError> {
         if self.dead.load(Ordering::SeqCst) {
             return Err(WireError::Closed);
         }
@@ -148,16 +151,16 @@ impl Link {
 
     async fn wait(
         &self,
-        rx: oneshot::Receiver<Result<Response, WireError>>,
-    ) -> Result<Response, WireError> {
+        rx: oneshot::Receiver<Result<SessionResponse, WireError>>,
+    ) -> Result<SessionResponse, WireError> {
         self.wait_for(rx, limits::DECISION_TIMEOUT).await
     }
 
     async fn wait_for(
         &self,
-        rx: oneshot::Receiver<Result<Response, WireError>>,
+        rx: oneshot::Receiver<Result<SessionResponse, WireError>>,
         timeout: std::time::Duration,
-    ) -> Result<Response, WireError> {
+    ) -> Result<SessionResponse, WireError> {
         match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(r)) => r,
             Ok(Err(_)) => Err(WireError::Closed),
@@ -209,9 +212,9 @@ pub(super) fn refuse_all_held(held: &HeldWaits) {
 /// nothing we asked: the link cannot be trusted.
 async fn exchange(
     w: &mut ipc::ConnWriter,
-    answers: &mut mpsc::Receiver<Response>,
-    req: &Request,
-) -> Result<Response, WireError> {
+    answers: &mut mpsc::Receiver<SessionResponse>,
+    req: &SessionRequest,
+) -> Result<SessionResponse, WireError> {
     if answers.try_recv().is_ok() {
         return Err(WireError::Protocol(
             "the daemon answered a question it was not asked".into(),
@@ -231,7 +234,7 @@ async fn exchange(
 /// call they name. When the connection ends, every held call is refused.
 async fn read_daemon(
     mut reader: ipc::ConnReader,
-    answers: mpsc::Sender<Response>,
+    answers: mpsc::Sender<SessionResponse>,
     held: HeldWaits,
     dead: Arc<AtomicBool>,
     session_id: String,
@@ -239,7 +242,7 @@ async fn read_daemon(
     let why = loop {
         let line = reader.recv().await;
         match line {
-            Ok(Response::Released {
+            Ok(SessionResponse::Released {
                 session_id: s,
                 seq,
                 args_digest,
@@ -280,9 +283,9 @@ async fn read_daemon(
 
 /// How long the relay waits for the answer to `req`: a session start may read the credential
 /// store first; everything else is a decision or a report.
-fn within(req: &Request) -> std::time::Duration {
+fn within(req: &SessionRequest) -> std::time::Duration {
     match req {
-        Request::SessionStart { .. } => limits::STORE_REQUEST_TIMEOUT,
+        SessionRequest::SessionStart { .. } => limits::STORE_REQUEST_TIMEOUT,
         _ => limits::DECISION_TIMEOUT,
     }
 }
@@ -300,7 +303,10 @@ pub(super) async fn daemon_unresponsive(home: &Home) -> bool {
             Err(WireError::Timeout(t)) => return Some(Err(WireError::Timeout(t))),
             Err(_) => return None,
         };
-        Some(conn.call(&Request::Status, limits::DECISION_TIMEOUT).await)
+        Some(
+            conn.call(&ipc::ManageRequest::Status, limits::DECISION_TIMEOUT)
+                .await,
+        )
     })
     .await;
     matches!(asked, Err(_) | Ok(Some(Err(WireError::Timeout(_)))))

@@ -35,7 +35,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::config::Home;
-use crate::ipc::{self, Request, Response, SessionEnded, WireError};
+use crate::ipc::{self, SessionEnded, SessionRequest, SessionResponse, WireError};
 use crate::limits;
 use crate::mcp::line::{LineRead, read_line_capped};
 use crate::mcp::version::Negotiation;
@@ -252,7 +252,7 @@ async fn open_session(
     if link.dead.load(Ordering::SeqCst) {
         return Ok(None);
     }
-    let start = link.ask_in_order(Request::SessionStart {
+    let start = link.ask_in_order(SessionRequest::SessionStart {
         session_id: session_id.to_string(),
         connector: opts.connector.clone(),
         client: opts.client.clone(),
@@ -284,8 +284,8 @@ async fn open_session(
             );
             Ok(None)
         }
-        Some(Ok(Response::SessionOpened { launch })) => Ok(launch),
-        Some(Ok(Response::CredentialUnavailable { connector, message })) => {
+        Some(Ok(SessionResponse::SessionOpened { launch })) => Ok(launch),
+        Some(Ok(SessionResponse::CredentialUnavailable { connector, message })) => {
             Err(RelayError::NoCredential { connector, message })
         }
         // A verified daemon that did not open the session may be the one that holds this
@@ -402,7 +402,7 @@ async fn end_session(
         .unwrap_or_default();
     if !link.dead.load(Ordering::SeqCst) {
         let _ = link
-            .ask_in_order(Request::SessionEnd {
+            .ask_in_order(SessionRequest::SessionEnd {
                 session_id,
                 protocol_version: Some(version),
                 ended: Some(ended),
@@ -426,9 +426,9 @@ async fn wait_for_held(held_tasks: Vec<JoinHandle<()>>) {
     }
 }
 
-fn describe(r: &Result<Response, WireError>) -> String {
+fn describe(r: &Result<SessionResponse, WireError>) -> String {
     match r {
-        Ok(Response::Error { message }) => message.clone(),
+        Ok(SessionResponse::Error { message }) => message.clone(),
         Ok(other) => format!("unexpected answer {other:?}"),
         Err(e) => e.to_string(),
     }

@@ -13,7 +13,7 @@ use super::classify::Anomaly;
 use super::in_flight::{InFlight, Retries};
 use super::link::Link;
 use super::{RelayError, ServeOptions};
-use crate::ipc::Request;
+use crate::ipc::SessionRequest;
 use crate::limits;
 use crate::mcp::envelope;
 use crate::mcp::line::{LineRead, read_line_capped};
@@ -132,7 +132,7 @@ pub(super) async fn pump_server(
                         {
                             r.remember(state, f.call);
                         }
-                        link.report(Request::CallOutcome {
+                        link.report(SessionRequest::CallOutcome {
                             session_id: session_id.clone(),
                             seq: f.seq,
                             ok,
@@ -150,7 +150,7 @@ pub(super) async fn pump_server(
                     "holdcall: not relaying a line of {n} bytes from the server: it is over the {} byte limit",
                     limits::FRAME_BYTES_MAX
                 );
-                link.report(Request::Anomaly {
+                link.report(SessionRequest::Anomaly {
                     session_id: session_id.clone(),
                     anomaly: Anomaly::Oversized.as_str().to_string(),
                 });

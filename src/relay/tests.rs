@@ -60,8 +60,8 @@ fn remembered_states_are_bounded_and_the_oldest_is_forgotten_first() {
     );
 }
 
-fn decision(session: &str, seq: i64, decision: Verdict) -> Result<Response, WireError> {
-    Ok(Response::Decision {
+fn decision(session: &str, seq: i64, decision: Verdict) -> Result<SessionResponse, WireError> {
+    Ok(SessionResponse::Decision {
         session_id: session.into(),
         seq,
         decision,
@@ -98,12 +98,12 @@ fn an_answer_for_another_session_is_no_decision_and_poisons_the_link() {
 #[test]
 fn an_answer_of_another_kind_is_no_decision() {
     assert_eq!(
-        verdict_of(Ok(Response::Ok), "s", 3),
+        verdict_of(Ok(SessionResponse::Ok), "s", 3),
         (Verdict::Undecided, false)
     );
     assert_eq!(
         verdict_of(
-            Ok(Response::Error {
+            Ok(SessionResponse::Error {
                 message: "x".into()
             }),
             "s",
@@ -278,5 +278,5 @@ fn the_wait_for_a_word_is_bounded_by_the_longest_timeout_plus_the_margin() {
 #[test]
 fn an_unknown_decision_word_does_not_parse_as_an_answer() {
     let line = r#"{"kind":"decision","session_id":"s","seq":3,"decision":"maybe","policy_id":null,"reason":""}"#;
-    assert!(serde_json::from_str::<Response>(line).is_err());
+    assert!(serde_json::from_str::<SessionResponse>(line).is_err());
 }

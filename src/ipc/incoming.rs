@@ -1,0 +1,161 @@
+//! A line the daemon reads, decoded once and sorted by protocol: the one run-time point where
+//! the hello, the relay-session protocol and the management protocol meet. The daemon's
+//! connection loop takes what this gives and lets a connection keep to the protocol its first
+//! request chose.
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
+
+use crate::ipc::{HelloRequest, ManageRequest, SessionRequest};
+
+/// One request line as the daemon reads it.
+#[derive(Debug)]
+pub(crate) enum Incoming {
+    /// `daemon.hello`, on a connection of either protocol (it gives the connection no role).
+    Hello(HelloRequest),
+    Session(SessionRequest),
+    Manage(ManageRequest),
+}
+
+/// The `kind` of the hello.
+const HELLO: &str = "daemon.hello";
+
+/// Every `kind` the daemon reads, in the order one enum of all of them had (session requests,
+/// then management requests, then the hello), so an unknown kind is refused in the same words.
+const ALL_KINDS: &[&str] = &[
+    "session.start",
+    "call.request",
+    "call.outcome",
+    "anomaly",
+    "session.end",
+    "policy.set",
+    "policy.remove",
+    "policy.list",
+    "budget.set",
+    "budget.remove",
+    "policy.explain",
+    "policy.import",
+    "policy.export",
+    "daemon.status",
+    "daemon.shutdown",
+    "approval.list",
+    "approval.watch",
+    "approval.decide",
+    "agent.add",
+    "agent.list",
+    "agent.remove",
+    "connector.set",
+    "connector.remove",
+    "connector.list",
+    "vault.probe",
+    "daemon.hello",
+];
+
+/// Which protocol a `kind` belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    Hello,
+    Session,
+    Manage,
+}
+
+/// Only the `kind` of a line (every other field is skipped): read first, with the errors and
+/// the forms (an object, or an array whose first element is the kind) of the internally tagged
+/// enum the socket had, so a line that is no request is refused in the same words.
+struct Tag {
+    kind: Protocol,
+}
+
+impl<'de> Deserialize<'de> for Tag {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Tag, D::Error> {
+        struct Fields;
+        impl<'de> Visitor<'de> for Fields {
+            type Value = Tag;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("internally tagged enum Request")
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Tag, A::Error> {
+                let mut kind = None;
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if key == "kind" {
+                        if kind.is_some() {
+                            return Err(de::Error::duplicate_field("kind"));
+                        }
+                        kind = Some(map.next_value::<Protocol>()?);
+                    } else {
+                        map.next_value::<de::IgnoredAny>()?;
+                    }
+                }
+                kind.map(|kind| Tag { kind })
+                    .ok_or_else(|| de::Error::missing_field("kind"))
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Tag, A::Error> {
+                let kind = seq
+                    .next_element::<Protocol>()?
+                    .ok_or_else(|| de::Error::missing_field("kind"))?;
+                while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+                Ok(Tag { kind })
+            }
+        }
+        d.deserialize_any(Fields)
+    }
+}
+
+impl<'de> Deserialize<'de> for Protocol {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Protocol, D::Error> {
+        struct Kind;
+        impl Visitor<'_> for Kind {
+            type Value = Protocol;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("variant identifier")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Protocol, E> {
+                if SessionRequest::KINDS.contains(&v) {
+                    Ok(Protocol::Session)
+                } else if ManageRequest::KINDS.contains(&v) {
+                    Ok(Protocol::Manage)
+                } else if v == HELLO {
+                    Ok(Protocol::Hello)
+                } else {
+                    Err(E::unknown_variant(v, ALL_KINDS))
+                }
+            }
+        }
+        d.deserialize_identifier(Kind)
+    }
+}
+
+impl Incoming {
+    /// Decodes one request line: its `kind` first, then the whole line as a request of that
+    /// kind's protocol.
+    pub(crate) fn read(line: &[u8]) -> Result<Incoming, serde_json::Error> {
+        Ok(match serde_json::from_slice::<Tag>(line)?.kind {
+            Protocol::Hello => Incoming::Hello(serde_json::from_slice(line)?),
+            Protocol::Session => Incoming::Session(serde_json::from_slice(line)?),
+            Protocol::Manage => Incoming::Manage(serde_json::from_slice(line)?),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_is_one_protocols_and_the_list_of_all_is_their_sum() {
+        let sum: Vec<&str> = SessionRequest::KINDS
+            .iter()
+            .chain(ManageRequest::KINDS)
+            .chain(&[HELLO])
+            .copied()
+            .collect();
+        assert_eq!(sum, ALL_KINDS);
+        for kind in ALL_KINDS {
+            // An empty request of each kind is refused for a missing field, never as unknown.
+            let line = format!(r#"{{"kind":"{kind}"}}"#);
+            if let Err(e) = Incoming::read(line.as_bytes()) {
+                assert!(!e.to_string().contains("unknown variant"), "{kind}: {e}");
+            }
+        }
+    }
+}
