@@ -161,146 +161,162 @@ impl Projection {
     /// projection and adds only the entries appended since, so no entry is read twice; call
     /// [`Projection::settle`] before reading the gaps.
     pub fn add(&mut self, e: &Entry) {
-        let p = self;
-        p.read += 1;
-        let f = &e.fields;
-        let sid = f.session_id.clone();
-        if let Some(id) = &sid {
-            let i = match p.session_at.get(id) {
-                Some(&i) => i,
-                None => {
-                    p.sessions.push(Session {
-                        id: id.clone(),
-                        chain_seq: e.chain_seq,
-                        started_at: None,
-                        ended_at: None,
-                        state: "unfinished",
-                        end_reason: None,
-                        connector: None,
-                        client: None,
-                        agent: None,
-                        protocol_version: None,
-                        calls: 0,
-                        refused: 0,
-                        anomalies: 0,
-                        entries: Vec::new(),
-                        started: false,
-                    });
-                    let i = p.sessions.len() - 1;
-                    p.session_at.insert(id.clone(), i);
-                    i
-                }
-            };
-            if let Some(s) = p.sessions.get_mut(i) {
-                s.entries.push(e.chain_seq);
-                if e.kind != "session.start" && !s.started {
-                    p.gaps.entries_without_session.push(e.chain_seq);
-                }
-                match e.kind.as_str() {
-                    "session.start" => {
-                        s.started = true;
-                        s.chain_seq = e.chain_seq;
-                        s.started_at = Some(e.occurred_at.clone());
-                        s.connector = f.connector.clone();
-                        s.client = f.client.clone();
-                        s.agent = f.agent.clone();
-                    }
-                    "session.end" => {
-                        s.state = "ended";
-                        s.ended_at = Some(e.occurred_at.clone());
-                        s.end_reason = f.reason.clone();
-                        s.protocol_version = f.protocol_version.clone();
-                    }
-                    "anomaly" => s.anomalies += 1,
-                    _ => {}
-                }
-            }
+        self.read += 1;
+        if let Some(id) = &e.fields.session_id {
+            self.add_to_session(e, id);
         }
         match e.kind.as_str() {
-            "call.request" => {
-                let (Some(id), Some(seq)) = (sid, f.seq) else {
-                    return;
-                };
-                let decision = f.decision.clone().unwrap_or_default();
-                let state = match decision.as_str() {
-                    "allow" => State::Allowed,
-                    "deny" => State::Denied,
-                    "over-budget" => State::OverBudget,
-                    "ask" => State::Held,
-                    _ => State::Undecided,
-                };
-                if let Some(s) = p.session_at.get(&id).and_then(|&i| p.sessions.get_mut(i)) {
-                    s.calls += 1;
-                    if !state.forwarded() && state != State::Held {
-                        s.refused += 1;
-                    }
-                }
-                p.call_at.insert((id.clone(), seq), p.calls.len());
-                let mut call = Call {
-                    chain_seq: e.chain_seq,
-                    occurred_at: e.occurred_at.clone(),
-                    session_id: id,
-                    seq,
-                    connector: f.connector.clone(),
-                    tool: f.tool.clone(),
-                    agent: f.agent.clone(),
-                    args_digest: f.args_digest.clone(),
-                    decision,
-                    policy_id: f.policy_id.clone(),
-                    reason: f.reason.clone(),
-                    state,
-                    hold: (state == State::Held)
-                        .then(|| f.policy_id.clone())
-                        .flatten(),
-                    cause: None,
-                    approval_seq: None,
-                    outcome: None,
-                    state_why: String::new(),
-                };
-                call.state_why = state_why(&call);
-                p.calls.push(call);
-            }
-            "call.approval" | "call.outcome" => {
-                let call = sid
-                    .zip(f.seq)
-                    .and_then(|k| p.call_at.get(&k))
-                    .and_then(|&i| p.calls.get_mut(i));
-                let Some(call) = call else {
-                    p.gaps.entries_without_call.push(e.chain_seq);
-                    return;
-                };
-                if e.kind == "call.outcome" {
-                    call.outcome = Some(Outcome {
-                        chain_seq: e.chain_seq,
-                        ok: f.ok == Some(true),
-                        duration_ms: f.duration_ms,
-                    });
-                } else {
-                    call.state = if f.decision.as_deref() == Some("approved") {
-                        State::Approved
-                    } else {
-                        State::Rejected
-                    };
-                    call.hold = f.policy_id.clone().or(call.hold.take());
-                    call.cause = f.reason.clone();
-                    call.approval_seq = Some(e.chain_seq);
-                    if call.state == State::Rejected
-                        && let Some(s) = p
-                            .session_at
-                            .get(&call.session_id)
-                            .and_then(|&i| p.sessions.get_mut(i))
-                    {
-                        s.refused += 1;
-                    }
-                }
-                call.state_why = state_why(call);
-            }
+            "call.request" => self.add_call(e),
+            "call.approval" | "call.outcome" => self.add_word(e),
             "anomaly" => {
-                let name = f.anomaly.clone().unwrap_or_else(|| "unnamed".into());
-                *p.gaps.anomalies.entry(name).or_insert(0) += 1;
+                let name = e.fields.anomaly.clone().unwrap_or_else(|| "unnamed".into());
+                *self.gaps.anomalies.entry(name).or_insert(0) += 1;
             }
             _ => {}
         }
+    }
+
+    /// The session an entry names, made on its first entry: its entries, start, end, anomalies.
+    fn add_to_session(&mut self, e: &Entry, id: &String) {
+        let p = self;
+        let f = &e.fields;
+        let i = match p.session_at.get(id) {
+            Some(&i) => i,
+            None => {
+                p.sessions.push(Session {
+                    id: id.clone(),
+                    chain_seq: e.chain_seq,
+                    started_at: None,
+                    ended_at: None,
+                    state: "unfinished",
+                    end_reason: None,
+                    connector: None,
+                    client: None,
+                    agent: None,
+                    protocol_version: None,
+                    calls: 0,
+                    refused: 0,
+                    anomalies: 0,
+                    entries: Vec::new(),
+                    started: false,
+                });
+                let i = p.sessions.len() - 1;
+                p.session_at.insert(id.clone(), i);
+                i
+            }
+        };
+        if let Some(s) = p.sessions.get_mut(i) {
+            s.entries.push(e.chain_seq);
+            if e.kind != "session.start" && !s.started {
+                p.gaps.entries_without_session.push(e.chain_seq);
+            }
+            match e.kind.as_str() {
+                "session.start" => {
+                    s.started = true;
+                    s.chain_seq = e.chain_seq;
+                    s.started_at = Some(e.occurred_at.clone());
+                    s.connector = f.connector.clone();
+                    s.client = f.client.clone();
+                    s.agent = f.agent.clone();
+                }
+                "session.end" => {
+                    s.state = "ended";
+                    s.ended_at = Some(e.occurred_at.clone());
+                    s.end_reason = f.reason.clone();
+                    s.protocol_version = f.protocol_version.clone();
+                }
+                "anomaly" => s.anomalies += 1,
+                _ => {}
+            }
+        }
+    }
+
+    /// A `call.request`: a new call, in the state its decision gives it.
+    fn add_call(&mut self, e: &Entry) {
+        let p = self;
+        let f = &e.fields;
+        let (Some(id), Some(seq)) = (f.session_id.clone(), f.seq) else {
+            return;
+        };
+        let decision = f.decision.clone().unwrap_or_default();
+        let state = match decision.as_str() {
+            "allow" => State::Allowed,
+            "deny" => State::Denied,
+            "over-budget" => State::OverBudget,
+            "ask" => State::Held,
+            _ => State::Undecided,
+        };
+        if let Some(s) = p.session_at.get(&id).and_then(|&i| p.sessions.get_mut(i)) {
+            s.calls += 1;
+            if !state.forwarded() && state != State::Held {
+                s.refused += 1;
+            }
+        }
+        p.call_at.insert((id.clone(), seq), p.calls.len());
+        let mut call = Call {
+            chain_seq: e.chain_seq,
+            occurred_at: e.occurred_at.clone(),
+            session_id: id,
+            seq,
+            connector: f.connector.clone(),
+            tool: f.tool.clone(),
+            agent: f.agent.clone(),
+            args_digest: f.args_digest.clone(),
+            decision,
+            policy_id: f.policy_id.clone(),
+            reason: f.reason.clone(),
+            state,
+            hold: (state == State::Held)
+                .then(|| f.policy_id.clone())
+                .flatten(),
+            cause: None,
+            approval_seq: None,
+            outcome: None,
+            state_why: String::new(),
+        };
+        call.state_why = state_why(&call);
+        p.calls.push(call);
+    }
+
+    /// A `call.approval` or `call.outcome`: the later word on a call already read.
+    fn add_word(&mut self, e: &Entry) {
+        let p = self;
+        let f = &e.fields;
+        let call = f
+            .session_id
+            .clone()
+            .zip(f.seq)
+            .and_then(|k| p.call_at.get(&k))
+            .and_then(|&i| p.calls.get_mut(i));
+        let Some(call) = call else {
+            p.gaps.entries_without_call.push(e.chain_seq);
+            return;
+        };
+        if e.kind == "call.outcome" {
+            call.outcome = Some(Outcome {
+                chain_seq: e.chain_seq,
+                ok: f.ok == Some(true),
+                duration_ms: f.duration_ms,
+            });
+        } else {
+            call.state = if f.decision.as_deref() == Some("approved") {
+                State::Approved
+            } else {
+                State::Rejected
+            };
+            call.hold = f.policy_id.clone().or(call.hold.take());
+            call.cause = f.reason.clone();
+            call.approval_seq = Some(e.chain_seq);
+            if call.state == State::Rejected
+                && let Some(s) = p
+                    .session_at
+                    .get(&call.session_id)
+                    .and_then(|&i| p.sessions.get_mut(i))
+            {
+                s.refused += 1;
+            }
+        }
+        call.state_why = state_why(call);
     }
 
     /// Works out the gaps that depend on later entries (unfinished sessions, forwarded calls of

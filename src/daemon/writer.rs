@@ -11,6 +11,14 @@ use super::*;
 /// started.
 pub(super) type Changed<T> = oneshot::Sender<Result<(Entry, Vec<T>, u64), String>>;
 
+/// One append as the writer queues it: what `Op::Append` carries.
+type Append = (
+    Kind,
+    Fields,
+    Option<u64>,
+    oneshot::Sender<Result<Entry, AppendError>>,
+);
+
 /// One operation for the journal writer thread, with where to send its result.
 pub(super) enum Op {
     /// One entry; with `Some(gen)`, a decision made with the set in force at generation `gen`,
@@ -100,60 +108,67 @@ impl WriterCore {
         }
     }
 
+    /// One append and those queued right behind it (up to `GROUP_COMMIT_MAX`), in one commit;
+    /// a decision made under an older generation is answered `Stale` and not recorded. Returns
+    /// an op of another kind it read past the batch.
+    fn append_batch(&mut self, first: Append, rx: &std_mpsc::Receiver<Op>) -> Option<Op> {
+        let mut next = None;
+        let mut batch = vec![first];
+        while batch.len() < GROUP_COMMIT_MAX {
+            match rx.try_recv() {
+                Ok(Op::Append(k, f, g, r)) => batch.push((k, f, g, r)),
+                Ok(other) => {
+                    next = Some(other);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        let generation = self.generation;
+        let (stale, batch): (Vec<_>, Vec<_>) = batch
+            .into_iter()
+            .partition(|(_, _, g, _)| g.is_some_and(|g| g != generation));
+        for (_, _, _, reply) in stale {
+            let _ = reply.send(Err(AppendError::Stale));
+        }
+        if batch.is_empty() {
+            return next;
+        }
+        let items: Vec<(Kind, Fields, bool)> = batch
+            .iter()
+            .map(|(k, f, g, _)| (*k, f.clone(), g.is_some()))
+            .collect();
+        match self.j.append_fresh(items, self.seen) {
+            Ok((version, entries)) => {
+                if version != self.seen {
+                    tracing::warn!(
+                        "the database was changed by another connection; decisions wait \
+                         for the daemon to reload what is in force"
+                    );
+                }
+                for ((_, _, _, reply), e) in batch.into_iter().zip(entries) {
+                    let _ = reply.send(e.ok_or(AppendError::Stale));
+                }
+                self.note(None);
+            }
+            Err(e) => {
+                tracing::error!("journal append failed: {e}");
+                let msg = e.to_string();
+                self.note(Some(msg.clone()));
+                for (_, _, _, reply) in batch {
+                    let _ = reply.send(Err(AppendError::Failed(msg.clone())));
+                }
+            }
+        }
+        next
+    }
+
     /// Handles one op (and the appends queued behind it); returns an op it read past the batch.
     pub(super) fn handle(&mut self, op: Op, rx: &std_mpsc::Receiver<Op>) -> Option<Op> {
         let j = &mut self.j;
         match op {
             Op::Append(kind, fields, guard, reply) => {
-                let mut next = None;
-                let mut batch = vec![(kind, fields, guard, reply)];
-                while batch.len() < GROUP_COMMIT_MAX {
-                    match rx.try_recv() {
-                        Ok(Op::Append(k, f, g, r)) => batch.push((k, f, g, r)),
-                        Ok(other) => {
-                            next = Some(other);
-                            break;
-                        }
-                        Err(_) => break,
-                    }
-                }
-                let generation = self.generation;
-                let (stale, batch): (Vec<_>, Vec<_>) = batch
-                    .into_iter()
-                    .partition(|(_, _, g, _)| g.is_some_and(|g| g != generation));
-                for (_, _, _, reply) in stale {
-                    let _ = reply.send(Err(AppendError::Stale));
-                }
-                if batch.is_empty() {
-                    return next;
-                }
-                let items: Vec<(Kind, Fields, bool)> = batch
-                    .iter()
-                    .map(|(k, f, g, _)| (*k, f.clone(), g.is_some()))
-                    .collect();
-                match j.append_fresh(items, self.seen) {
-                    Ok((version, entries)) => {
-                        if version != self.seen {
-                            tracing::warn!(
-                                "the database was changed by another connection; decisions wait \
-                                 for the daemon to reload what is in force"
-                            );
-                        }
-                        for ((_, _, _, reply), e) in batch.into_iter().zip(entries) {
-                            let _ = reply.send(e.ok_or(AppendError::Stale));
-                        }
-                        self.note(None);
-                    }
-                    Err(e) => {
-                        tracing::error!("journal append failed: {e}");
-                        let msg = e.to_string();
-                        self.note(Some(msg.clone()));
-                        for (_, _, _, reply) in batch {
-                            let _ = reply.send(Err(AppendError::Failed(msg.clone())));
-                        }
-                    }
-                }
-                return next;
+                return self.append_batch((kind, fields, guard, reply), rx);
             }
             Op::ChangePolicies {
                 add,
