@@ -1,5 +1,5 @@
 //! The readers of each layout: a parsed JSON/JSONC tree or a Codex TOML document into neutral
-//! [`Entry`]s, each with the spans a span edit needs.
+//! [`ServerEntry`]s, each with the spans a span edit needs.
 //!
 //! Owns: the layouts (`mcpServers`, `servers`, `~/.claude.json`'s projects, `[mcp_servers.x]`)
 //! and the shape checks. Must never: quote a value in a refusal, or keep an env value it was not
@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{ClientId, Entry, FileSpec, Format, Layout, Shape, Spans, json};
+use super::{ClientId, ServerEntry, FileSpec, Format, Layout, Shape, Spans, json};
 
 /// Parses a file's text into its entries (or why it cannot), keeping the values of the env
 /// variables named in `kept_env`.
@@ -15,7 +15,7 @@ pub(crate) fn entries_of(
     spec: &FileSpec,
     text: &str,
     kept_env: &[&str],
-) -> Result<Vec<Entry>, String> {
+) -> Result<Vec<ServerEntry>, String> {
     match spec.format {
         Format::Json(flavour) => {
             let root = json::parse(text, flavour).map_err(|e| format!("not valid JSON: {e}"))?;
@@ -34,7 +34,7 @@ fn json_entries(
     text: &str,
     root: &json::Node,
     kept_env: &[&str],
-) -> Result<Vec<Entry>, String> {
+) -> Result<Vec<ServerEntry>, String> {
     if root.members().is_none() {
         return Err(shape("the file is not a JSON object"));
     }
@@ -85,7 +85,7 @@ fn json_group(
     group: Vec<String>,
     scope: String,
     kept_env: &[&str],
-    out: &mut Vec<Entry>,
+    out: &mut Vec<ServerEntry>,
 ) -> Result<(), String> {
     let Some(members) = servers.members() else {
         return Err(shape(&format!("`{}` is not an object", group.join("."))));
@@ -140,8 +140,8 @@ enum Comment {
 }
 
 /// An entry with nothing read yet: a stdio entry until its value says otherwise.
-fn blank(group: Vec<String>, scope: String, name: String) -> Entry {
-    Entry {
+fn blank(group: Vec<String>, scope: String, name: String) -> ServerEntry {
+    ServerEntry {
         group,
         scope,
         name,
@@ -166,7 +166,7 @@ fn json_entry(
     group: Vec<String>,
     scope: String,
     kept_env: &[&str],
-) -> Entry {
+) -> ServerEntry {
     let mut e = blank(group, scope, name.to_string());
     if v.members().is_none() {
         e.shape = Shape::Unrecognized("not an object".into());
@@ -293,7 +293,7 @@ fn toml_error(text: &str, e: &toml::de::Error) -> String {
     format!("not valid TOML: line {line}, column {col}: {what}")
 }
 
-fn toml_entries(text: &str, kept_env: &[&str]) -> Result<Vec<Entry>, String> {
+fn toml_entries(text: &str, kept_env: &[&str]) -> Result<Vec<ServerEntry>, String> {
     // Parse once as a plain document for the error message a person can act on.
     let plain = toml::from_str::<toml::Table>(text).map_err(|e| toml_error(text, &e))?;
     // The shape, checked by hand so no error message ever quotes a value.
@@ -319,7 +319,7 @@ fn toml_entries(text: &str, kept_env: &[&str]) -> Result<Vec<Entry>, String> {
 }
 
 /// One `[mcp_servers.<name>]` table. Its env table is read first, as in JSON.
-fn toml_entry(text: &str, name: String, s: &CodexServer, kept_env: &[&str]) -> Entry {
+fn toml_entry(text: &str, name: String, s: &CodexServer, kept_env: &[&str]) -> ServerEntry {
     let mut e = blank(vec!["mcp_servers".into()], "user".into(), name);
     if let Some(toml::Value::Table(env)) = &s.env {
         e.env_names = env.keys().cloned().collect();

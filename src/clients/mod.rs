@@ -1,7 +1,7 @@
 //! MCP clients' config files, shared by every binary: where each client (Claude Code, Claude
 //! Desktop, Cursor, VS Code, Codex, Windsurf, Gemini CLI) keeps its servers, how to read each
 //! format (JSON, JSONC, Codex's TOML) by byte span, and what each configured server says, as a
-//! neutral [`Entry`] (its name, command, args, env names, URL and spans).
+//! neutral [`ServerEntry`] (its name, command, args, env names, URL and spans).
 //!
 //! Owns: finding the files ([`Places`]), reading them completely or refusing them with a reason
 //! ([`read_file`], `entries`, `json`), and the redaction and pinned judgement of what an entry
@@ -344,7 +344,7 @@ pub(crate) enum Shape {
 
 /// One configured MCP server, as its file says it: nothing here is anyone's judgement of it.
 #[derive(Debug, Clone)]
-pub(crate) struct Entry {
+pub(crate) struct ServerEntry {
     /// The path of keys to the servers object, e.g. `["projects", "/p", "mcpServers"]`.
     pub(crate) group: Vec<String>,
     /// `user`, `project`, or `local <dir>` (Claude Code's per-project entries in ~/.claude.json).
@@ -365,7 +365,7 @@ pub(crate) struct Entry {
     pub(crate) spans: Option<Spans>,
 }
 
-impl Entry {
+impl ServerEntry {
     pub(crate) fn group_label(&self) -> String {
         match self.group.as_slice() {
             [p, dir, k] if p == "projects" => format!("projects[{dir:?}].{k}"),
@@ -374,17 +374,17 @@ impl Entry {
     }
 }
 
-/// A file as read: missing, refused (with the reason), or its entries (neutral [`Entry`]s, or
+/// A file as read: missing, refused (with the reason), or its entries (neutral [`ServerEntry`]s, or
 /// a view built on them).
 #[derive(Debug)]
-pub(crate) enum FileState<E = Entry> {
+pub(crate) enum FileState<E = ServerEntry> {
     Missing,
     Refused(String),
     Read(Loaded<E>),
 }
 
 #[derive(Debug, Clone)]
-pub(crate) struct Loaded<E = Entry> {
+pub(crate) struct Loaded<E = ServerEntry> {
     pub(crate) text: String,
     pub(crate) entries: Vec<E>,
 }

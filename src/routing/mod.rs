@@ -4,7 +4,7 @@
 //! `holdcall init` makes to route it (`plan`, checked by re-reading in `verify`), with its
 //! backups and undo (`backup`). `doctor` and `inventory` read the same judgement.
 //!
-//! Owns: [`Routing`] and [`RoutedEntry`] (an [`Entry`] with that judgement), connector names for
+//! Owns: [`Routing`] and [`RoutedEntry`] (an [`ServerEntry`] with that judgement), connector names for
 //! entries, the span edits, backups, `index.jsonl` and undo. Must never: write a file without a
 //! backup and index line first, change a byte outside the values it rewrites, touch a file the
 //! readers refused, call an entry routed whose command is not this binary, or print an
@@ -19,19 +19,19 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
 use crate::clients::{
-    self, ClientConfigError, ClientId, Entry, FileSpec, FileState, Shape, inspect,
+    self, ClientConfigError, ClientId, ServerEntry, FileSpec, FileState, Shape, inspect,
 };
 use crate::ids::sha256_hex;
 use crate::limits;
 
 pub(crate) use plan::{Plan, Target, plan};
 
-/// One configured server with Holdcall's judgement of it. It reads as its [`Entry`] (through
+/// One configured server with Holdcall's judgement of it. It reads as its [`ServerEntry`] (through
 /// `Deref`): `e.name`, `e.command`, `e.args` are the file's; `state`, `connector` and `home_arg`
 /// are the judgement.
 #[derive(Debug, Clone)]
 pub(crate) struct RoutedEntry {
-    pub(crate) entry: Entry,
+    pub(crate) entry: ServerEntry,
     pub(crate) state: Routing,
     /// The connector name it runs under: the one in its `holdcall serve` arguments when routed,
     /// else the one `init` would give it (its name, or a sanitised form; see `connector_name`).
@@ -44,8 +44,8 @@ pub(crate) struct RoutedEntry {
 }
 
 impl std::ops::Deref for RoutedEntry {
-    type Target = Entry;
-    fn deref(&self) -> &Entry {
+    type Target = ServerEntry;
+    fn deref(&self) -> &ServerEntry {
         &self.entry
     }
 }
@@ -99,7 +99,7 @@ pub(crate) fn entries_judged(
 
 /// Holdcall's judgement of one entry: remote and unrecognized entries as they are, a stdio one
 /// routed, routed through another holdcall, or not routed (see `classify_stdio`).
-fn judged(entry: Entry, judge: &Judge) -> RoutedEntry {
+fn judged(entry: ServerEntry, judge: &Judge) -> RoutedEntry {
     let state = match &entry.shape {
         Shape::Remote => Routing::Remote,
         Shape::Unrecognized(why) => Routing::Unrecognized(why.clone()),
