@@ -53,7 +53,7 @@ impl Cause {
         Cause::Capacity,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Cause::Person => "person",
             Cause::Timeout => "timeout",
@@ -66,12 +66,12 @@ impl Cause {
         }
     }
 
-    pub fn parse(s: &str) -> Option<Cause> {
+    pub(crate) fn parse(s: &str) -> Option<Cause> {
         Cause::ALL.into_iter().find(|c| c.as_str() == s)
     }
 
     /// In words, for `holdcall log` and the CLI.
-    pub fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             Cause::Person => "by a person",
             Cause::Timeout => "nobody decided in time",
@@ -109,7 +109,7 @@ pub(crate) struct Hold {
 }
 
 impl Hold {
-    pub fn listed(&self, now: Instant) -> HeldCall {
+    pub(crate) fn listed(&self, now: Instant) -> HeldCall {
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         HeldCall {
             id: self.id.clone(),
@@ -141,7 +141,7 @@ pub(crate) struct Registry {
 
 impl Registry {
     /// Adds a hold and tells every watcher; a full registry refuses it.
-    pub fn insert(&self, hold: Hold) -> Result<(), Full> {
+    pub(crate) fn insert(&self, hold: Hold) -> Result<(), Full> {
         let line = {
             let Ok(mut holds) = self.holds.lock() else {
                 return Err(Full);
@@ -194,7 +194,7 @@ impl Registry {
     }
 
     /// Takes the hold out: whoever takes it resolves it, and nobody else can.
-    pub fn take(&self, id: &str) -> Option<Hold> {
+    pub(crate) fn take(&self, id: &str) -> Option<Hold> {
         let hold = self.holds.lock().ok()?.remove(id)?;
         if let Some(t) = &hold.timer {
             t.abort();
@@ -229,7 +229,7 @@ impl Registry {
     }
 
     /// The held calls, oldest first.
-    pub fn list(&self) -> Vec<HeldCall> {
+    pub(crate) fn list(&self) -> Vec<HeldCall> {
         let now = Instant::now();
         let mut calls: Vec<(Instant, HeldCall)> = self
             .holds
@@ -241,7 +241,7 @@ impl Registry {
     }
 
     /// Subscribes a management connection to new holds.
-    pub fn watch(&self, tx: UnboundedSender<Vec<u8>>) {
+    pub(crate) fn watch(&self, tx: UnboundedSender<Vec<u8>>) {
         if let Ok(mut w) = self.watchers.lock() {
             w.push(tx);
         }
@@ -290,7 +290,7 @@ pub(crate) fn valid_hold_id(id: &str) -> bool {
 
 /// One held call as a person reads it before deciding: who, what, how long is left, and the
 /// arguments in full through [`visible`], with the [`non_ascii_note`] under them.
-pub fn render(c: &HeldCall) -> String {
+pub(crate) fn render(c: &HeldCall) -> String {
     let mut out = String::new();
     let agent = match &c.agent {
         Some(a) => visible(a),

@@ -325,7 +325,7 @@ fn default_durability() -> Durability {
 
 impl Config {
     /// Reads `<home>/config.toml`; a missing file is the default configuration.
-    pub fn load(home: &Home) -> Result<Config, ConfigError> {
+    pub(crate) fn load(home: &Home) -> Result<Config, ConfigError> {
         let path = home.config_path();
         let text = match fs::read_to_string(&path) {
             Ok(t) => t,
@@ -335,7 +335,7 @@ impl Config {
         Config::parse(&path, &text)
     }
 
-    pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+    pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         let table: toml::Table = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: path.to_path_buf(),
             message: e.to_string().trim().to_string(),

@@ -95,13 +95,13 @@ pub(crate) struct ListedConnector {
 
 impl ListedConnector {
     /// The credential store account of this registration's secret.
-    pub fn account(&self) -> String {
+    pub(crate) fn account(&self) -> String {
         account(&self.name, &self.secret_id)
     }
 }
 
 /// The credential store account of one registration's secret.
-pub fn account(name: &str, secret_id: &str) -> String {
+pub(crate) fn account(name: &str, secret_id: &str) -> String {
     format!("{name}#{secret_id}")
 }
 
@@ -226,7 +226,7 @@ pub(crate) fn validate_env_name(what: &str, key: &str) -> Result<(), ConnectorEr
 }
 
 /// Checks a whole registration (as the daemon receives it, and as the CLI builds it).
-pub fn validate(req: &SetRequest) -> Result<(), ConnectorError> {
+pub(crate) fn validate(req: &SetRequest) -> Result<(), ConnectorError> {
     validate_env_name("the environment key", &req.env_key)?;
     validate_pass_env(&req.env_key, &req.pass_env)?;
     validate_command(&req.command)?;
@@ -410,7 +410,7 @@ fn is_executable(p: &Path) -> bool {
 /// `pass_env` names that are set in the relay's environment `from` (but never a `PINNED_ENV`
 /// one: those have their values from `connector set`), then the secret under its key. Nothing
 /// else from the relay's environment reaches it.
-pub fn server_env(
+pub(crate) fn server_env(
     launch: &Launch,
     from: impl IntoIterator<Item = (OsString, OsString)>,
 ) -> Vec<(OsString, OsString)> {

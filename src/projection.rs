@@ -16,7 +16,7 @@ use crate::journal::Entry;
 /// What became of one call, as far as the journal says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum State {
+pub(crate) enum State {
     /// The rules allowed it and it was forwarded.
     Allowed,
     /// A rule refused it.
@@ -34,7 +34,7 @@ pub enum State {
 }
 
 impl State {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             State::Allowed => "allowed",
             State::Denied => "denied",
@@ -47,7 +47,7 @@ impl State {
     }
 
     /// Whether the server was sent the call (so an outcome should follow).
-    pub fn forwarded(self) -> bool {
+    pub(crate) fn forwarded(self) -> bool {
         matches!(self, State::Allowed | State::Approved)
     }
 }
@@ -62,7 +62,7 @@ pub(crate) struct Outcome {
 
 /// One call: its `call.request` entry and what followed it.
 #[derive(Debug, Clone, Serialize)]
-pub struct Call {
+pub(crate) struct Call {
     /// The chain_seq of its `call.request` entry.
     pub chain_seq: i64,
     pub occurred_at: String,
@@ -148,7 +148,7 @@ pub(crate) struct Projection {
 
 impl Projection {
     /// Reads `entries` (in chain order; a window of the journal gives a window's answer).
-    pub fn build(entries: &[Entry]) -> Projection {
+    pub(crate) fn build(entries: &[Entry]) -> Projection {
         let mut p = Projection::default();
         for e in entries {
             p.add(e);
@@ -160,7 +160,7 @@ impl Projection {
     /// Reads one more entry, newer than every entry read so far. The console keeps one
     /// projection and adds only the entries appended since, so no entry is read twice; call
     /// [`Projection::settle`] before reading the gaps.
-    pub fn add(&mut self, e: &Entry) {
+    pub(crate) fn add(&mut self, e: &Entry) {
         self.read += 1;
         if let Some(id) = &e.fields.session_id {
             self.add_to_session(e, id);
@@ -321,7 +321,7 @@ impl Projection {
 
     /// Works out the gaps that depend on later entries (unfinished sessions, forwarded calls of
     /// an ended session without an outcome) from what has been read so far.
-    pub fn settle(&mut self) {
+    pub(crate) fn settle(&mut self) {
         let p = self;
         let ended: HashMap<&str, bool> = p
             .sessions
@@ -360,7 +360,7 @@ impl Projection {
     }
 
     /// How many calls are in each state.
-    pub fn counts(&self) -> BTreeMap<&'static str, usize> {
+    pub(crate) fn counts(&self) -> BTreeMap<&'static str, usize> {
         let mut out = BTreeMap::new();
         for c in &self.calls {
             *out.entry(c.state.as_str()).or_insert(0) += 1;
@@ -396,7 +396,7 @@ fn state_why(c: &Call) -> String {
 /// What one entry says, in words, as `holdcall log` prints it in its DETAIL column and the
 /// console beside each entry. `call` is what became of the call a `call.request` opened, when
 /// the reader knows it: its state is added after the entry's own reason.
-pub fn why(e: &Entry, call: Option<&Call>) -> String {
+pub(crate) fn why(e: &Entry, call: Option<&Call>) -> String {
     let f = &e.fields;
     match e.kind.as_str() {
         "call.request" => {

@@ -260,7 +260,7 @@ pub mod file_double {
     }
 
     impl FileStore {
-        pub fn new(dir: &Path) -> FileStore {
+        pub(crate) fn new(dir: &Path) -> FileStore {
             FileStore {
                 dir: dir.to_path_buf(),
                 unreachable: AtomicBool::new(false),

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{ClientId, ServerEntry, FileSpec, Format, Layout, Shape, Spans, json};
+use super::{ClientId, FileSpec, Format, Layout, ServerEntry, Shape, Spans, json};
 
 /// Parses a file's text into its entries (or why it cannot), keeping the values of the env
 /// variables named in `kept_env`.

@@ -81,7 +81,7 @@ mod hold;
 mod in_force;
 mod manage;
 mod session;
-pub mod supervise;
+pub(crate) mod supervise;
 #[cfg(test)]
 mod tests;
 mod writer;

@@ -34,7 +34,7 @@ pub(crate) enum Status {
 }
 
 impl Status {
-    pub fn tag(self) -> &'static str {
+    pub(crate) fn tag(self) -> &'static str {
         match self {
             Status::Ok => "OK  ",
             Status::Warn => "WARN",

@@ -10,7 +10,7 @@ use crate::policy::{Effect, Explanation, Scope};
 /// order; a connection that sends one sends only these (see `ipc::Incoming`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind")]
-pub enum ManageRequest {
+pub(crate) enum ManageRequest {
     #[serde(rename = "policy.set")]
     PolicySet { effect: Effect, scope: Scope },
     #[serde(rename = "policy.remove")]
@@ -116,7 +116,7 @@ impl ManageRequest {
 /// ([`ManageResponse::HeldNew`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind")]
-pub enum ManageResponse {
+pub(crate) enum ManageResponse {
     #[serde(rename = "ok")]
     Ok,
     #[serde(rename = "connector.changed")]
@@ -189,7 +189,7 @@ pub enum ManageResponse {
 
 /// One held call as `holdcall approve` shows it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct HeldCall {
+pub(crate) struct HeldCall {
     pub id: String,
     pub session_id: String,
     pub seq: i64,
@@ -207,7 +207,7 @@ pub struct HeldCall {
 
 /// One policy in force, as `holdcall policy list` shows it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ListedPolicy {
+pub(crate) struct ListedPolicy {
     pub id: String,
     pub seq: i64,
     /// `cli` for rules made on the command line.
@@ -222,7 +222,7 @@ pub struct ListedPolicy {
 
 /// One enrolled agent, as `holdcall agent list` shows it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ListedAgent {
+pub(crate) struct ListedAgent {
     pub name: String,
     pub path: String,
     /// `current`, or `stale` when the file is missing or its identity changed.

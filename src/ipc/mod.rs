@@ -29,7 +29,7 @@ pub(crate) use incoming::Incoming;
 pub(crate) use lock::{
     DaemonLock, daemon_lock_free, lock_file_identity, lock_holder, take_daemon_lock,
 };
-pub use manage::{HeldCall, ListedAgent, ListedPolicy, ManageRequest, ManageResponse};
+pub(crate) use manage::{HeldCall, ListedAgent, ListedPolicy, ManageRequest, ManageResponse};
 pub(crate) use session::{
     HoldTicket, Release, SessionEnded, SessionRequest, SessionResponse, Verdict,
 };

@@ -11,9 +11,9 @@
 //! `Unsupported` error (`unsupported`) and `/proc` reads fail as "not found", so a caller
 //! refuses or says "could not be established" instead of guessing.
 
-pub mod child;
-pub mod peer;
-pub mod process;
+pub(crate) mod child;
+pub(crate) mod peer;
+pub(crate) mod process;
 
 /// The error of a call this operating system has no backend for.
 #[cfg_attr(target_os = "linux", allow(dead_code))]

@@ -79,7 +79,7 @@ struct RawSession {
 
 /// One call to decide and what is expected of it.
 #[derive(Debug, Clone)]
-pub struct Case {
+pub(crate) struct Case {
     pub name: String,
     /// `file:line:col` of the case's table.
     pub at: String,

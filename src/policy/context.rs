@@ -362,7 +362,7 @@ pub(crate) struct Clock {
 
 impl Clock {
     /// The system clock, in the system's local offset.
-    pub fn system() -> Clock {
+    pub(crate) fn system() -> Clock {
         Clock {
             now: chrono::Local::now().fixed_offset(),
         }
@@ -370,7 +370,7 @@ impl Clock {
 
     /// A fixed instant (tests, `policy test` cases, the daemon's `HOLDCALL_CLOCK`): an RFC 3339
     /// timestamp whose offset is the "local" one.
-    pub fn parse(rfc3339: &str) -> Option<Clock> {
+    pub(crate) fn parse(rfc3339: &str) -> Option<Clock> {
         DateTime::parse_from_rfc3339(rfc3339)
             .ok()
             .map(|now| Clock { now })
@@ -384,7 +384,7 @@ impl Clock {
             .to_string()
     }
 
-    pub fn hour(&self) -> i64 {
+    pub(crate) fn hour(&self) -> i64 {
         i64::from(self.now.hour())
     }
 
@@ -433,7 +433,7 @@ impl CallContext {
     }
 
     /// No arguments, at the Unix epoch: what `decide` uses when a caller has no context.
-    pub fn empty() -> CallContext {
+    pub(crate) fn empty() -> CallContext {
         CallContext {
             arguments: Ok(ArgValue::Record(Vec::new())),
             clock: Clock {

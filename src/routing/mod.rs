@@ -19,7 +19,7 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
 use crate::clients::{
-    self, ClientConfigError, ClientId, ServerEntry, FileSpec, FileState, Shape, inspect,
+    self, ClientConfigError, ClientId, FileSpec, FileState, ServerEntry, Shape, inspect,
 };
 use crate::ids::sha256_hex;
 use crate::limits;

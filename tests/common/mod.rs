@@ -5,7 +5,7 @@
 
 mod turns;
 
-pub use turns::alone;
+pub(crate) use turns::alone;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -14,21 +14,21 @@ use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
 
 /// The refusal text of a call a policy rule denies.
-pub const DENIED: &str =
+pub(crate) const DENIED: &str =
     "Holdcall refused this call: a policy rule denies it. Do not retry automatically.";
 
 /// A 2026-07-28 request's `_meta` member (revision, capabilities, client info), to splice
 /// into a request's `params`.
-pub const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}"#;
+pub(crate) const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}"#;
 
 /// How long a test waits for something that should happen at once; generous for a loaded
 /// 2-core CI machine. Reaching it is a failure, never a pass.
-pub const PATIENCE: Duration = Duration::from_secs(20);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(20);
 
 /// Polls `f` until it holds, failing after `PATIENCE`. For another process's state (a pid's
 /// life, a journal row, a file), which gives the test nothing to wait on: the one place the
 /// tests poll.
-pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+pub(crate) fn eventually(what: &str, mut f: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + PATIENCE;
     while !f() {
         assert!(std::time::Instant::now() < deadline, "never: {what}");
@@ -36,7 +36,7 @@ pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-pub struct Env {
+pub(crate) struct Env {
     pub dir: tempfile::TempDir,
     /// The address of a private session bus this test attached (`Env::attach`), if any.
     bus: std::sync::OnceLock<String>,
@@ -45,13 +45,13 @@ pub struct Env {
 }
 
 impl Env {
-    pub fn new() -> Env {
+    pub(crate) fn new() -> Env {
         Env::new_in(&std::env::temp_dir())
     }
 
     /// An environment whose directory is made under `base` (e.g. `CARGO_TARGET_TMPDIR`, on the
     /// real disk, for a test that needs file attributes a tmpfs lacks).
-    pub fn new_in(base: &Path) -> Env {
+    pub(crate) fn new_in(base: &Path) -> Env {
         let turn = turns::Shared::take();
         let dir = tempfile::Builder::new()
             .prefix("hc")
@@ -70,26 +70,26 @@ impl Env {
 
     /// Every later command of this environment (and the daemon it starts) uses the private
     /// Secret Service `ss`, and only it.
-    pub fn attach(&self, ss: &SecretService) {
+    pub(crate) fn attach(&self, ss: &SecretService) {
         self.bus.set(ss.address.clone()).unwrap();
     }
 
     /// A home whose journal commits with synchronous=NORMAL: for tests that make many changes.
-    pub fn fast() -> Env {
+    pub(crate) fn fast() -> Env {
         let env = Env::new();
         env.write_config("[journal]\ndurability = \"process\"\n");
         env
     }
 
-    pub fn home(&self) -> PathBuf {
+    pub(crate) fn home(&self) -> PathBuf {
         self.dir.path().join("home")
     }
     /// The `HOME` every command sees (MCP client config files live under it), never the real one.
-    pub fn user_home(&self) -> PathBuf {
+    pub(crate) fn user_home(&self) -> PathBuf {
         self.dir.path().join("user")
     }
     /// `XDG_CONFIG_HOME` for every command (Claude Desktop's and VS Code's user files).
-    pub fn user_config(&self) -> PathBuf {
+    pub(crate) fn user_config(&self) -> PathBuf {
         if cfg!(target_os = "macos") {
             self.user_home().join("Library/Application Support")
         } else {
@@ -97,24 +97,24 @@ impl Env {
         }
     }
     /// A project directory: the current directory of commands run with `in_project`.
-    pub fn project(&self) -> PathBuf {
+    pub(crate) fn project(&self) -> PathBuf {
         self.dir.path().join("project")
     }
     /// A command run from the project directory (where `.mcp.json`, `.vscode/` … are read).
-    pub fn in_project(&self, args: &[&str]) -> Output {
+    pub(crate) fn in_project(&self, args: &[&str]) -> Output {
         self.cmd(args).current_dir(self.project()).output().unwrap()
     }
-    pub fn db(&self) -> PathBuf {
+    pub(crate) fn db(&self) -> PathBuf {
         self.home().join("holdcall.db")
     }
-    pub fn bin() -> PathBuf {
+    pub(crate) fn bin() -> PathBuf {
         PathBuf::from(env!("CARGO_BIN_EXE_holdcall"))
     }
-    pub fn write_config(&self, text: &str) {
+    pub(crate) fn write_config(&self, text: &str) {
         std::fs::write(self.home().join("config.toml"), text).unwrap();
     }
 
-    pub fn cmd(&self, args: &[&str]) -> Command {
+    pub(crate) fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(Env::bin());
         c.args(args)
             .env("HOLDCALL_HOME", self.home())
@@ -134,12 +134,12 @@ impl Env {
         c
     }
 
-    pub fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.cmd(args).output().unwrap()
     }
 
     /// Runs a command that must succeed; returns its stdout.
-    pub fn ok(&self, args: &[&str]) -> String {
+    pub(crate) fn ok(&self, args: &[&str]) -> String {
         let out = self.run(args);
         assert!(
             out.status.success(),
@@ -151,7 +151,7 @@ impl Env {
     }
 
     /// Runs a command that must fail with `code`; returns its stderr.
-    pub fn fails(&self, args: &[&str], code: i32) -> String {
+    pub(crate) fn fails(&self, args: &[&str], code: i32) -> String {
         let out = self.run(args);
         assert_eq!(
             out.status.code(),
@@ -164,7 +164,7 @@ impl Env {
     }
 
     /// The pid of the daemon of this home, from `holdcall daemon status`.
-    pub fn daemon_pid(&self) -> i32 {
+    pub(crate) fn daemon_pid(&self) -> i32 {
         let s = self.ok(&["daemon", "status"]);
         let rest = s.split("pid ").nth(1).expect("daemon status names a pid");
         rest.split(|c: char| !c.is_ascii_digit())
@@ -175,12 +175,12 @@ impl Env {
     }
 
     /// Starts a relay in front of the demo server; `record` receives every line the server gets.
-    pub fn relay(&self, connector: &str) -> Relay {
+    pub(crate) fn relay(&self, connector: &str) -> Relay {
         self.relay_with(connector, &[])
     }
 
     /// A relay whose demo server gets `server_args` too (e.g. `--stubborn`).
-    pub fn relay_with(&self, connector: &str, server_args: &[&str]) -> Relay {
+    pub(crate) fn relay_with(&self, connector: &str, server_args: &[&str]) -> Relay {
         let record = self.new_record(connector);
         let bin = Env::bin();
         let mut server = vec![
@@ -195,7 +195,7 @@ impl Env {
 
     /// A relay in front of the fixture server built from `examples/{name}.rs`, which appends
     /// what it reads to the relay's `record` and what it writes to `record.out`.
-    pub fn relay_fixture(&self, connector: &str, name: &str) -> Relay {
+    pub(crate) fn relay_fixture(&self, connector: &str, name: &str) -> Relay {
         let record = self.new_record(connector);
         let program = fixture(name);
         self.relay_to(
@@ -210,7 +210,7 @@ impl Env {
     }
 
     /// A fresh, empty file for a demo or fixture server's `--record`, named after `connector`.
-    pub fn new_record(&self, connector: &str) -> PathBuf {
+    pub(crate) fn new_record(&self, connector: &str) -> PathBuf {
         let record = self
             .dir
             .path()
@@ -222,7 +222,7 @@ impl Env {
     /// A relay in front of the demo server, started by `wrapper` (a program that runs its
     /// arguments after the first as a child and waits, like `timeout 300 CMD…`), so the relay's
     /// parent process runs `wrapper`'s executable: how a test plays an MCP client program.
-    pub fn relay_under(&self, wrapper: &Path, connector: &str) -> Relay {
+    pub(crate) fn relay_under(&self, wrapper: &Path, connector: &str) -> Relay {
         let record = self.new_record(connector);
         let bin = Env::bin();
         let mut c = Command::new(wrapper);
@@ -246,7 +246,7 @@ impl Env {
     }
 
     /// `holdcall serve --connector demo -- /bin/sh -c SCRIPT`, not yet started.
-    pub fn serve_shell(&self, script: &str) -> Command {
+    pub(crate) fn serve_shell(&self, script: &str) -> Command {
         self.cmd(&[
             "serve",
             "--connector",
@@ -267,7 +267,7 @@ impl Env {
 }
 
 /// Spawns a relay command with piped stdio and collects its output.
-pub fn spawn_relay(mut cmd: Command, record: PathBuf) -> Relay {
+pub(crate) fn spawn_relay(mut cmd: Command, record: PathBuf) -> Relay {
     let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -296,7 +296,7 @@ pub fn spawn_relay(mut cmd: Command, record: PathBuf) -> Relay {
 /// test process. `cargo test` builds examples, but `cargo test --all-targets` builds them only
 /// as test harnesses, so the tests ask cargo for the plain binary themselves (a no-op when it
 /// is up to date), in the target directory and profile of the running test.
-pub fn fixture(name: &str) -> PathBuf {
+pub(crate) fn fixture(name: &str) -> PathBuf {
     use std::sync::{Mutex, OnceLock};
     static BUILT: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
     let exe = std::env::current_exe().unwrap();
@@ -338,7 +338,7 @@ impl Drop for Env {
 
 /// True while `pid` is a live process: a zombie (state Z, or X while it is reaped) is not, and
 /// has closed its files.
-pub fn alive(pid: impl Into<i64>) -> bool {
+pub(crate) fn alive(pid: impl Into<i64>) -> bool {
     let pid = pid.into();
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => stat
@@ -349,13 +349,13 @@ pub fn alive(pid: impl Into<i64>) -> bool {
 }
 
 /// Sends `signal` to the process `pid`, which the test started itself.
-pub fn signal_pid(pid: i32, signal: nix::sys::signal::Signal) -> nix::Result<()> {
+pub(crate) fn signal_pid(pid: i32, signal: nix::sys::signal::Signal) -> nix::Result<()> {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal)
 }
 
 /// SIGKILLs the helper processes a test started (by pid) when it ends, passing or not, so none
 /// outlives it holding the test runner's pipes.
-pub struct KillOnDrop(pub Vec<i32>);
+pub(crate) struct KillOnDrop(pub Vec<i32>);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
@@ -372,7 +372,7 @@ fn rand_suffix() -> u64 {
 }
 
 /// Reads lines (each with its newline, as raw bytes) on a thread, so tests can wait with a limit.
-pub fn lines_of(r: impl Read + Send + 'static) -> Receiver<Vec<u8>> {
+pub(crate) fn lines_of(r: impl Read + Send + 'static) -> Receiver<Vec<u8>> {
     let (tx, rx) = channel();
     std::thread::spawn(move || {
         let mut r = BufReader::new(r);
@@ -391,7 +391,7 @@ pub fn lines_of(r: impl Read + Send + 'static) -> Receiver<Vec<u8>> {
     rx
 }
 
-pub struct Relay {
+pub(crate) struct Relay {
     pub child: Child,
     pub stdin: Option<ChildStdin>,
     pub lines: Receiver<Vec<u8>>,
@@ -399,11 +399,11 @@ pub struct Relay {
     pub record: PathBuf,
 }
 
-pub const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+pub(crate) const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
 
 impl Relay {
     /// Writes one line (a newline is added unless present).
-    pub fn send(&mut self, line: &[u8]) {
+    pub(crate) fn send(&mut self, line: &[u8]) {
         let w = self.stdin.as_mut().unwrap();
         w.write_all(line).unwrap();
         if !line.ends_with(b"\n") {
@@ -413,22 +413,22 @@ impl Relay {
     }
 
     /// The next line the relay wrote to stdout, with its newline.
-    pub fn recv(&mut self) -> Vec<u8> {
+    pub(crate) fn recv(&mut self) -> Vec<u8> {
         self.lines
             .recv_timeout(PATIENCE)
             .expect("the relay answered within the patience limit")
     }
 
-    pub fn recv_str(&mut self) -> String {
+    pub(crate) fn recv_str(&mut self) -> String {
         String::from_utf8(self.recv()).unwrap()
     }
 
-    pub fn recv_json(&mut self) -> serde_json::Value {
+    pub(crate) fn recv_json(&mut self) -> serde_json::Value {
         serde_json::from_slice(&self.recv()).unwrap()
     }
 
     /// initialize + initialized, as a client starts.
-    pub fn handshake(&mut self) {
+    pub(crate) fn handshake(&mut self) {
         self.send(INIT.as_bytes());
         let r = self.recv_json();
         assert_eq!(r["id"], 0, "{r}");
@@ -439,7 +439,7 @@ impl Relay {
     /// order, everything sent before it has been forwarded, refused or held for a person once
     /// the answer arrives.
     /// Returns the lines that arrived before the ping's answer.
-    pub fn barrier(&mut self, id: u64) -> Vec<String> {
+    pub(crate) fn barrier(&mut self, id: u64) -> Vec<String> {
         self.send(format!(r#"{{"jsonrpc":"2.0","id":"barrier-{id}","method":"ping"}}"#).as_bytes());
         let mut before = Vec::new();
         loop {
@@ -452,19 +452,19 @@ impl Relay {
     }
 
     /// Every line the server received so far, with newlines.
-    pub fn recorded(&self) -> Vec<Vec<u8>> {
+    pub(crate) fn recorded(&self) -> Vec<Vec<u8>> {
         split_lines(&std::fs::read(&self.record).unwrap())
     }
 
     /// Whether any line the server received so far contains `needle` (not empty).
-    pub fn server_got(&self, needle: &[u8]) -> bool {
+    pub(crate) fn server_got(&self, needle: &[u8]) -> bool {
         self.recorded()
             .iter()
             .any(|l| l.windows(needle.len()).any(|w| w == needle))
     }
 
     /// How many lines the server got that name `tools/call`: the calls that were forwarded.
-    pub fn forwarded_calls(&self) -> usize {
+    pub(crate) fn forwarded_calls(&self) -> usize {
         self.recorded()
             .iter()
             .filter(|l| l.windows(10).any(|w| w == b"tools/call"))
@@ -472,14 +472,14 @@ impl Relay {
     }
 
     /// Every line a fixture server wrote so far, with newlines (fixtures only).
-    pub fn server_wrote(&self) -> Vec<Vec<u8>> {
+    pub(crate) fn server_wrote(&self) -> Vec<Vec<u8>> {
         let mut out = self.record.clone().into_os_string();
         out.push(".out");
         split_lines(&std::fs::read(out).unwrap_or_default())
     }
 
     /// Closes the relay's stdin and waits for it to exit; returns its stderr.
-    pub fn finish(mut self) -> String {
+    pub(crate) fn finish(mut self) -> String {
         self.stdin = None;
         let status = self.child.wait().unwrap();
         assert!(status.success(), "relay exited with {status}");
@@ -505,21 +505,21 @@ fn split_lines(bytes: &[u8]) -> Vec<Vec<u8>> {
         .collect()
 }
 
-pub fn call(id: &str, tool: &str, args: &str) -> Vec<u8> {
+pub(crate) fn call(id: &str, tool: &str, args: &str) -> Vec<u8> {
     format!(
         r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{args}}}}}"#
     )
     .into_bytes()
 }
 
-pub fn is_refusal(v: &serde_json::Value) -> bool {
+pub(crate) fn is_refusal(v: &serde_json::Value) -> bool {
     v["result"]["isError"] == true
         && v["result"]["content"][0]["text"]
             .as_str()
             .is_some_and(|t| t.contains("Holdcall") && t.contains("retry"))
 }
 
-pub fn journal_rows(db: &Path) -> Vec<serde_json::Value> {
+pub(crate) fn journal_rows(db: &Path) -> Vec<serde_json::Value> {
     let out = Command::new(Env::bin())
         .args(["log", "--json", "--limit", "100000"])
         .env("HOLDCALL_HOME", db.parent().unwrap())
@@ -535,7 +535,7 @@ pub fn journal_rows(db: &Path) -> Vec<serde_json::Value> {
 /// The answer to the one call just sent through `r`. A call an `ask` rule holds for a person
 /// has no answer until someone decides: it is found with `holdcall approve --json` and
 /// rejected, as a person would, so its refusal comes back.
-pub fn answer_rejecting_held(env: &Env, r: &mut Relay) -> serde_json::Value {
+pub(crate) fn answer_rejecting_held(env: &Env, r: &mut Relay) -> serde_json::Value {
     let before = r.barrier(u64::MAX);
     if let Some(line) = before.first() {
         return serde_json::from_str(line).unwrap();
@@ -551,7 +551,7 @@ pub fn answer_rejecting_held(env: &Env, r: &mut Relay) -> serde_json::Value {
 /// living in a temporary directory of their own and killed when this is dropped. The bus has no
 /// service directories, so nothing on it is ever started on demand (no keyring of the
 /// developer's is ever reached or spawned).
-pub struct SecretService {
+pub(crate) struct SecretService {
     pub address: String,
     dir: tempfile::TempDir,
     bus: Child,
@@ -559,7 +559,7 @@ pub struct SecretService {
 }
 
 impl SecretService {
-    pub fn start() -> SecretService {
+    pub(crate) fn start() -> SecretService {
         let dir = tempfile::Builder::new().prefix("hcss").tempdir().unwrap();
         for d in ["home", "data", "run"] {
             std::fs::create_dir(dir.path().join(d)).unwrap();
@@ -650,7 +650,7 @@ impl SecretService {
     }
 
     /// `cmd` set up to talk to this bus only, with its home and data inside the temp directory.
-    pub fn env(&self, mut cmd: Command) -> Command {
+    pub(crate) fn env(&self, mut cmd: Command) -> Command {
         cmd.env("DBUS_SESSION_BUS_ADDRESS", &self.address)
             .env("HOME", self.dir.path().join("home"))
             .env("XDG_DATA_HOME", self.dir.path().join("data"))
@@ -661,7 +661,7 @@ impl SecretService {
 
     /// The accounts (`NAME#SECRET_ID`) holding a secret under `service`, as secret-tool finds
     /// them.
-    pub fn accounts(&self, service: &str) -> Vec<String> {
+    pub(crate) fn accounts(&self, service: &str) -> Vec<String> {
         let out = self
             .env(Command::new("secret-tool"))
             .args(["search", "--all", "service", service])
@@ -678,7 +678,7 @@ impl SecretService {
 
     /// The secret stored for `account` under `service`, as secret-tool reads it (None if
     /// there is none).
-    pub fn lookup(&self, service: &str, connector: &str) -> Option<String> {
+    pub(crate) fn lookup(&self, service: &str, connector: &str) -> Option<String> {
         let out = self
             .env(Command::new("secret-tool"))
             .args(["lookup", "service", service, "username", connector])
@@ -691,7 +691,7 @@ impl SecretService {
     }
 
     /// Deletes the secret of `connector` behind Holdcall's back.
-    pub fn clear(&self, service: &str, connector: &str) {
+    pub(crate) fn clear(&self, service: &str, connector: &str) {
         let out = self
             .env(Command::new("secret-tool"))
             .args(["clear", "service", service, "username", connector])
@@ -702,7 +702,7 @@ impl SecretService {
     }
 
     /// Stops the keyring (the bus stays): the Secret Service is gone.
-    pub fn stop_keyring(&mut self) {
+    pub(crate) fn stop_keyring(&mut self) {
         if let Some(mut k) = self.keyring.take() {
             let _ = k.kill();
             let _ = k.wait();
@@ -735,6 +735,6 @@ fn die_with_test(mut cmd: Command) -> Command {
 }
 
 /// The service name Holdcall stores a home's secrets under.
-pub fn service_of(env: &Env) -> String {
+pub(crate) fn service_of(env: &Env) -> String {
     holdcall::vault::service_name(&env.home())
 }

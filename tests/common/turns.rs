@@ -36,10 +36,10 @@ fn wait(guard: MutexGuard<'static, Option<State>>) -> MutexGuard<'static, Option
 }
 
 /// A shared turn (held by an `Env`); none at all for the thread that is alone.
-pub struct Shared(Option<ThreadId>);
+pub(super) struct Shared(Option<ThreadId>);
 
 impl Shared {
-    pub fn take() -> Shared {
+    pub(super) fn take() -> Shared {
         let me = std::thread::current().id();
         let mut guard = state();
         loop {
@@ -75,9 +75,9 @@ impl Drop for Shared {
 
 /// The machine to this test alone until dropped: waits for every other test's `Env` to be
 /// dropped. Take it before making any `Env` of this test.
-pub struct Alone(ThreadId);
+pub(crate) struct Alone(ThreadId);
 
-pub fn alone() -> Alone {
+pub(crate) fn alone() -> Alone {
     let me = std::thread::current().id();
     let mut guard = state();
     let s = guard.get_or_insert_with(State::default);
