@@ -428,4 +428,4 @@ fn read_capped(path: &Path) -> Result<Option<String>, String> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -17,7 +17,8 @@ const JSONC: Flavour = Flavour {
     trailing_commas: true,
 };
 
-fn spec(client: ClientId, format: Format, layout: Layout) -> FileSpec {
+/// A file spec at a fixed path, for the readers' tests and `routing`'s.
+pub(crate) fn spec(client: ClientId, format: Format, layout: Layout) -> FileSpec {
     FileSpec {
         client,
         scope: "user",
@@ -27,7 +28,7 @@ fn spec(client: ClientId, format: Format, layout: Layout) -> FileSpec {
     }
 }
 
-fn cursor() -> FileSpec {
+pub(crate) fn cursor() -> FileSpec {
     spec(
         ClientId::Cursor,
         Format::Json(Flavour::STRICT),
@@ -35,7 +36,7 @@ fn cursor() -> FileSpec {
     )
 }
 
-fn codex() -> FileSpec {
+pub(crate) fn codex() -> FileSpec {
     spec(ClientId::Codex, Format::Toml, Layout::CodexToml)
 }
 

@@ -12,29 +12,8 @@ use std::path::{Path, PathBuf};
 
 use super::*;
 use crate::clients::json::Flavour;
+use crate::clients::tests::{codex, cursor, spec};
 use crate::clients::{Format, Layout, Loaded};
-
-fn spec(client: ClientId, format: Format, layout: Layout) -> FileSpec {
-    FileSpec {
-        client,
-        scope: "user",
-        path: PathBuf::from("/h/file"),
-        format,
-        layout,
-    }
-}
-
-fn cursor() -> FileSpec {
-    spec(
-        ClientId::Cursor,
-        Format::Json(Flavour::STRICT),
-        Layout::McpServers,
-    )
-}
-
-fn codex() -> FileSpec {
-    spec(ClientId::Codex, Format::Toml, Layout::CodexToml)
-}
 
 /// The holdcall the unit tests' rewrites point at, and the judge that takes it (and nothing
 /// else) for this binary.
