@@ -311,18 +311,17 @@ async fn serve_lines(
             Ok(Incoming::Hello(_)) => Next::Reply(approval::pushed_line(&HelloResponse::Hello(
                 state.serves.clone(),
             ))),
-            Ok(Incoming::Session(req)) => match *role.get_or_insert(Role::Session) {
-                Role::Session => dispatch::session(state, ctx, owned, image, req)
+            Ok(Incoming::Session(req)) if admit(&mut role, Role::Session) => {
+                dispatch::session(state, ctx, owned, image, req)
                     .await
-                    .map(|a| approval::pushed_line(&a)),
-                Role::Manage => refused(role, NEVER_BOTH.into()),
-            },
-            Ok(Incoming::Manage(req)) => match *role.get_or_insert(Role::Manage) {
-                Role::Manage => dispatch::manage(state, ctx, req)
+                    .map(|a| approval::pushed_line(&a))
+            }
+            Ok(Incoming::Manage(req)) if admit(&mut role, Role::Manage) => {
+                dispatch::manage(state, ctx, req)
                     .await
-                    .map(|a| approval::pushed_line(&a)),
-                Role::Session => refused(role, NEVER_BOTH.into()),
-            },
+                    .map(|a| approval::pushed_line(&a))
+            }
+            Ok(Incoming::Session(_) | Incoming::Manage(_)) => refused(role, NEVER_BOTH.into()),
         };
         let (line, close) = match next {
             Next::Reply(l) => (l, false),
@@ -336,6 +335,12 @@ async fn serve_lines(
             break;
         }
     }
+}
+
+/// Whether a request of protocol `asked` may be served on a connection whose protocol is `role`:
+/// the first request fixes it, and a request of the other protocol never is.
+fn admit(role: &mut Option<Role>, asked: Role) -> bool {
+    *role.get_or_insert(asked) == asked
 }
 
 /// Why a request of the other protocol is refused on a connection.
@@ -372,5 +377,43 @@ pub(crate) async fn end_sessions(state: &Shared, ids: HashSet<String>, reason: &
                 )
                 .await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_keeps_the_protocol_of_its_first_request_and_never_takes_the_other() {
+        for (first, other) in [(Role::Session, Role::Manage), (Role::Manage, Role::Session)] {
+            let mut role = None;
+            assert!(
+                admit(&mut role, first),
+                "the first request fixes the protocol"
+            );
+            assert!(admit(&mut role, first), "and more of it are served");
+            assert!(
+                !admit(&mut role, other),
+                "a request of the other is refused"
+            );
+            assert_eq!(
+                role,
+                Some(first),
+                "and does not change the connection's protocol"
+            );
+        }
+    }
+
+    #[test]
+    fn a_refusal_of_the_other_protocol_closes_the_connection() {
+        assert!(matches!(
+            refused(Some(Role::Session), NEVER_BOTH.into()),
+            Next::ReplyAndClose(Some(_))
+        ));
+        assert!(matches!(
+            refused(Some(Role::Manage), NEVER_BOTH.into()),
+            Next::ReplyAndClose(Some(_))
+        ));
     }
 }
