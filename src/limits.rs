@@ -1,6 +1,8 @@
 //! Every bound on input, time and memory that Holdcall enforces, with its unit and the reason
 //! for its size, so a reviewer can see them in one place. Internal queue sizes (group commit,
-//! the relay's queues) are named constants beside the queue they size.
+//! the relay's queues) are named constants beside the queue they size. It imports
+//! nothing of the crate (it is the foundation every floor reads) and never holds a value that is
+//! not a bound.
 
 use std::time::Duration;
 
@@ -326,3 +328,8 @@ pub(crate) const CONSOLE_SESSION_EVENTS_MAX: usize = 1000;
 /// Most policy changes the console's policy view lists (the newest); the answer says how many
 /// more there are.
 pub(crate) const CONSOLE_POLICY_HISTORY_MAX: usize = 100;
+
+/// How long the writer or a reader waits for another connection's lock before giving up. Long
+/// enough to ride out a checkpoint or a `verify` scan, short enough that a stuck peer surfaces as an
+/// error well inside the relay's decision budget on the next call.
+pub(crate) const DB_BUSY_TIMEOUT: Duration = Duration::from_secs(5);

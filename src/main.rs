@@ -1,4 +1,5 @@
-//! The `holdcall` binary: parse the command line, set up logging on stderr, run, exit.
+//! The `holdcall` binary: parse the command line, set up logging on stderr, run, exit. It never
+//! holds Holdcall logic (that is the library's, `holdcall::cli::run`) and never logs to stdout.
 
 use clap::Parser;
 use miette::Diagnostic;

@@ -8,10 +8,11 @@ use rusqlite::{Connection, OpenFlags, params};
 use super::JournalError;
 use super::encoding::Entry;
 use super::row::{ENTRY_COLUMNS, entry_from_row};
-use super::schema::{BUSY_TIMEOUT, stored_schema_is_ours};
+use super::schema::stored_schema_is_ours;
 use super::tables::{
     ConnectorRow, PolicyRow, read_agents, read_budgets, read_connectors, read_policies,
 };
+use crate::limits::DB_BUSY_TIMEOUT;
 use crate::policy::budget::BudgetRow;
 
 /// A read-only view of the journal for the CLI and console. Never creates or migrates anything.
@@ -67,7 +68,7 @@ impl Reader {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(open_err)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+        conn.busy_timeout(DB_BUSY_TIMEOUT).map_err(open_err)?;
         let tables: i64 = conn
             .query_row(
                 "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('meta', 'journal', 'policies')",

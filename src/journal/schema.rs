@@ -2,23 +2,17 @@
 //! one migration (create, or check that a layout is ours), and the pragmas set and read back.
 
 use std::path::Path;
-use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension as _, TransactionBehavior};
 
 use super::JournalError;
 use crate::config::Durability;
+use crate::limits;
 
 /// The database layout version stored in `meta.schema`. Independent of
 /// [`SCHEMA_VERSION`](super::SCHEMA_VERSION): a new index changes this one, a new hashed field
 /// changes the other.
 pub(super) const DB_SCHEMA: &str = "1";
-
-/// How long the writer or a reader waits for another connection's lock before giving up. Long
-/// enough to ride out a checkpoint or a `verify` scan, short enough that a stuck peer surfaces as an
-/// error well inside the relay's decision budget on the next call. (Belongs in `limits.rs`; kept
-/// here because this change may only touch the journal module.)
-pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 const SCHEMA_SQL: &str = "
 CREATE TABLE IF NOT EXISTS meta(
@@ -142,7 +136,8 @@ pub(super) fn set_pragmas(
     };
 
     // First, so that switching to WAL waits out another connection instead of failing.
-    conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+    conn.busy_timeout(limits::DB_BUSY_TIMEOUT)
+        .map_err(open_err)?;
     let busy_timeout_ms: i64 = conn
         .pragma_query_value(None, "busy_timeout", |r| r.get(0))
         .map_err(open_err)?;
