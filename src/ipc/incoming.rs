@@ -59,7 +59,7 @@ enum Protocol {
     Manage,
 }
 
-/// Only the `kind` of a line (every other field is skipped): read first, with the errors and
+/// Only the `kind` of a line (every other field is read and dropped): read first, with the errors and
 /// the forms (an object, or an array whose first element is the kind) of the internally tagged
 /// enum the socket had, so a line that is no request is refused in the same words.
 struct Tag {
@@ -83,7 +83,10 @@ impl<'de> Deserialize<'de> for Tag {
                         }
                         kind = Some(map.next_value::<Protocol>()?);
                     } else {
-                        map.next_value::<de::IgnoredAny>()?;
+                        // Read whole, not skipped: the old reading checked every value on its
+                        // way (escapes, UTF-8, number range, depth), so its first fault is the
+                        // line's refusal whatever the `kind`.
+                        map.next_value::<serde_json::Value>()?;
                     }
                 }
                 kind.map(|kind| Tag { kind })
@@ -93,7 +96,7 @@ impl<'de> Deserialize<'de> for Tag {
                 let kind = seq
                     .next_element::<Protocol>()?
                     .ok_or_else(|| de::Error::missing_field("kind"))?;
-                while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+                while seq.next_element::<serde_json::Value>()?.is_some() {}
                 Ok(Tag { kind })
             }
         }

@@ -160,6 +160,29 @@ fn a_line_that_is_no_request_is_refused_in_the_words_one_enum_of_every_kind_gave
     }
 }
 
+/// The review of issue 13 found that skipping the other fields unread while looking for `kind`
+/// named `kind` where the old reading named the first fault of the line.
+#[test]
+fn a_line_with_a_bad_value_beside_a_missing_or_unknown_kind_is_refused_for_its_first_fault() {
+    let deep = format!("{{\"x\":{}{}}}", "[".repeat(200), "]".repeat(200));
+    let lines: [&[u8]; 7] = [
+        br#"{"x":"\ud800"}"#,
+        br#"{"x":"\ud800","kind":"nope"}"#,
+        br#"{"x":1e400}"#,
+        deep.as_bytes(),
+        b"{\"x\":\"\xff\"}",
+        br#"{"kind":"daemon.status","x":"\ud800","kind":"daemon.status"}"#,
+        br#"[{"x":"\ud800"}]"#,
+    ];
+    for line in lines {
+        let ours = Incoming::read(line).unwrap_err().to_string();
+        let one = serde_json::from_slice::<Request>(line)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(ours, one, "{}", String::from_utf8_lossy(line));
+    }
+}
+
 #[test]
 fn each_protocol_and_the_hello_travel_as_they_always_did() {
     let lines = [
