@@ -5,9 +5,9 @@ use cedar_policy::Policy;
 
 use crate::policy::compile::ID_ANNOTATION;
 
-/// The text of a whole set from its policies' texts in seq order, as [`PolicySet::text`] gives
-/// it (and as every `policy.change` diff is taken over): trimmed, one blank line between them,
-/// a final newline; `""` when empty.
+/// The text of a whole set from its policies' texts in seq order, as
+/// [`PolicySet::text`](crate::policy::PolicySet::text) gives it (and as every `policy.change` diff
+/// is taken over): trimmed, one blank line between them, a final newline; `""` when empty.
 pub fn set_text<'a>(texts: impl IntoIterator<Item = &'a str>) -> String {
     let parts: Vec<&str> = texts.into_iter().map(str::trim).collect();
     if parts.is_empty() {

@@ -63,7 +63,7 @@ pub(crate) const DENIED_DISGUISED_METHOD: &str = "Holdcall refused this request:
      invisible characters would read it as one Holdcall must see. Send the method exactly.";
 
 /// Refusal text (a JSON-RPC error) for a request with a key that is a disguised spelling of one
-/// of [`ENVELOPE_KEYS_READ`](super::classify::ENVELOPE_KEYS_READ) (`"method "`, `"me\u200bthod"`).
+/// of the envelope keys the relay reads (`"method "`, `"me\u200bthod"`).
 pub(crate) const DENIED_DISGUISED_KEY: &str = "Holdcall refused this request: one of its keys is not \
      spelled exactly as the protocol spells it, but a server that ignores case, spaces or \
      invisible characters would read it as method or params. Send the keys exactly.";

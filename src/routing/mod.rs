@@ -87,7 +87,7 @@ pub(crate) fn entries_of(spec: &FileSpec, text: &str) -> Result<Vec<RoutedEntry>
     entries_judged(spec, text, &Judge::this_binary())
 }
 
-/// [`entries_of`] with the judge of which commands are this holdcall given.
+/// A file's entries judged with the judge of which commands are this holdcall given.
 pub(crate) fn entries_judged(
     spec: &FileSpec,
     text: &str,
