@@ -329,7 +329,7 @@ pub(crate) const CONSOLE_SESSION_EVENTS_MAX: usize = 1000;
 /// more there are.
 pub(crate) const CONSOLE_POLICY_HISTORY_MAX: usize = 100;
 
-/// How long the writer or a reader waits for another connection's lock before giving up. Long
-/// enough to ride out a checkpoint or a `verify` scan, short enough that a stuck peer surfaces as an
-/// error well inside the relay's decision budget on the next call.
+/// How long the journal's writer or a reader waits for another connection's lock before giving
+/// up. Long enough to ride out a checkpoint or a `verify` scan, short enough that a stuck peer
+/// surfaces as an error well inside the relay's decision budget on the next call.
 pub(crate) const DB_BUSY_TIMEOUT: Duration = Duration::from_secs(5);

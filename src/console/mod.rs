@@ -6,8 +6,8 @@
 //! `/api/` path, strict headers on every answer), the page's JSON, and the console's daemon
 //! client. Must never: write the database (it opens it with SQLite's read-only flag), start the
 //! daemon (it dials with `ipc::connect`, never `connect_or_start`), send the daemon anything but
-//! a read request ([`daemon::is_read_request`]), or offer a route that decides: approving stays on the
-//! command line, because any page in the person's browser can reach a loopback port.
+//! a read request ([`daemon::is_read_request`]), or offer a route that decides: approving stays
+//! on the command line, because any page in the person's browser can reach a loopback port.
 //!
 //! Files: `http` (routes, the guard, headers, the token, the static page), `query` (strict query
 //! strings), `api` (the JSON answers), `view` (what is kept of the journal between requests),

@@ -59,9 +59,10 @@ enum Protocol {
     Manage,
 }
 
-/// Only the `kind` of a line (every other field is read and dropped): read first, with the errors and
-/// the forms (an object, or an array whose first element is the kind) of the internally tagged
-/// enum the socket had, so a line that is no request is refused in the same words.
+/// Only the `kind` of a line (every other field is read whole and dropped): read first, with the
+/// errors and the forms (an object, or an array whose first element is the kind) of the
+/// internally tagged enum the socket had, so a line that is no request is refused in the same
+/// words.
 struct Tag {
     kind: Protocol,
 }

@@ -4,10 +4,10 @@
 //! `holdcall init` makes to route it (`plan`, checked by re-reading in `verify`), with its
 //! backups and undo (`backup`). `doctor` and `inventory` read the same judgement.
 //!
-//! Owns: [`Routing`] and [`RoutedEntry`] (an [`ServerEntry`] with that judgement), connector names for
-//! entries, the span edits, backups, `index.jsonl` and undo. Must never: write a file without a
-//! backup and index line first, change a byte outside the values it rewrites, touch a file the
-//! readers refused, call an entry routed whose command is not this binary, or print an
+//! Owns: [`Routing`] and [`RoutedEntry`] (a [`ServerEntry`] with that judgement), connector
+//! names for entries, the span edits, backups, `index.jsonl` and undo. Must never: write a file
+//! without a backup and index line first, change a byte outside the values it rewrites, touch a
+//! file the readers refused, call an entry routed whose command is not this binary, or print an
 //! environment value (it keeps only the values of [`HOME_VARS`], to tell a relay's home).
 
 pub(crate) mod backup;
