@@ -98,14 +98,14 @@ fn session_id(relay: usize) -> String {
 /// One relay's connection with its session open.
 struct Relay {
     n: usize,
-    conn: ipc::Conn,
+    conn: ipc::SessionConn,
     session_id: String,
     seq: i64,
 }
 
 impl Relay {
     async fn open(home: &Home, n: usize, connector: &str) -> Result<Relay, BenchError> {
-        let mut conn = ipc::connect_or_start(home).await?;
+        let mut conn = ipc::connect_or_start(home).await?.session();
         let session_id = session_id(n);
         let started = conn
             .call(

@@ -101,7 +101,8 @@ fn connector_set(
         .map_err(|e| match e {
             WireError::NotVerified { socket, why } => CliError::SecretNotSent { socket, why },
             other => CliError::Wire(other),
-        })?;
+        })?
+        .manage();
     req.secret = read_secret()?;
     connector::validate_secret(req.secret.expose())?;
     let resp = rt.block_on(async {

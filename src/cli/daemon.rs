@@ -183,7 +183,8 @@ pub(super) async fn daemon_line(home: &Home) -> DaemonLine {
 
 /// The line for a verified daemon of this build: what it says of itself, or that it does not
 /// answer.
-async fn answering(home: &Home, holder: Option<i32>, mut conn: ipc::Conn) -> DaemonLine {
+async fn answering(home: &Home, holder: Option<i32>, conn: ipc::Conn) -> DaemonLine {
+    let mut conn = conn.manage();
     let socket = home.socket_path();
     let line = |text: String, code: i32| DaemonLine {
         text,
@@ -282,8 +283,9 @@ pub(super) async fn stop_daemon(home: &Home) -> Result<i32, CliError> {
                 );
             }
         },
-        Probe::Ours(mut conn) => {
+        Probe::Ours(conn) => {
             match conn
+                .manage()
                 .call(&ManageRequest::Shutdown, limits::CLI_REQUEST_TIMEOUT)
                 .await
             {

@@ -30,7 +30,7 @@ pub(super) async fn ask_daemon(
         ));
     }
     let mut conn = match ipc::connect(home).await {
-        Ok(c) => c,
+        Ok(c) => c.manage(),
         Err(WireError::NoDaemon { .. }) => return Err(ConsoleDaemon::NotRunning),
         Err(e) => return Err(ConsoleDaemon::Failed(e.to_string())),
     };

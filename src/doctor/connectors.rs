@@ -41,8 +41,9 @@ pub(super) fn credential_store(ctx: &Ctx) -> Vec<Check> {
     };
     let line = rt.block_on(async {
         match ipc::probe(home).await {
-            Probe::Ours(mut conn) => {
+            Probe::Ours(conn) => {
                 match conn
+                    .manage()
                     .call(&ManageRequest::VaultProbe, limits::STORE_REQUEST_TIMEOUT)
                     .await
                 {

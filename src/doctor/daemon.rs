@@ -99,7 +99,8 @@ fn other_program(name: &str, v: &crate::agents::PeerCheck) -> Check {
 }
 
 /// The line for a verified daemon of this build: whether it answers, and can decide.
-async fn answering(name: &str, home: &Home, mut conn: ipc::Conn) -> Check {
+async fn answering(name: &str, home: &Home, conn: ipc::Conn) -> Check {
+    let mut conn = conn.manage();
     match conn
         .call(&ManageRequest::Status, limits::CLI_REQUEST_TIMEOUT)
         .await

@@ -17,8 +17,8 @@ use crate::ipc::{
 use crate::limits;
 use crate::os::peer;
 
-/// A request of one protocol and the answer it gets: what [`Conn::call`] sends and reads back.
-pub(crate) trait Ask: Serialize {
+/// A request of one protocol and the answer it gets: what `Conn::call` sends and reads back.
+trait Ask: Serialize {
     type Answer: DeserializeOwned;
 }
 
@@ -89,21 +89,29 @@ pub enum WireError {
     Config(#[from] crate::config::ConfigError),
 }
 
-/// A verified connection to the daemon, which has said it serves this home (`daemon.hello`).
-/// Its first request fixes its protocol for good: the daemon refuses a request of the other
-/// protocol on it and closes it. Split, it speaks the relay-session protocol only.
+/// A verified connection to the daemon, which has said it serves this home (`daemon.hello`),
+/// and speaks no protocol yet: [`Conn::manage`] or [`Conn::session`] makes it one protocol's
+/// for good, so "a connection carries either one relay's sessions or management requests, never
+/// both" is a type here as well as the daemon's rule (which refuses a request of the other
+/// protocol and closes the connection).
 pub(crate) struct Conn {
     reader: peer::CheckedReader,
     writer: OwnedWriteHalf,
 }
 
 impl Conn {
+    /// This connection as a management connection (the CLI's, the console's, doctor's), for good.
+    pub(crate) fn manage(self) -> ManageConn {
+        ManageConn(self)
+    }
+
+    /// This connection as a relay's session connection, for good.
+    pub(crate) fn session(self) -> SessionConn {
+        SessionConn(self)
+    }
+
     /// Sends one request and reads its one response, within `timeout`.
-    pub(crate) async fn call<Q: Ask>(
-        &mut self,
-        req: &Q,
-        timeout: Duration,
-    ) -> Result<Q::Answer, WireError> {
+    async fn call<Q: Ask>(&mut self, req: &Q, timeout: Duration) -> Result<Q::Answer, WireError> {
         tokio::time::timeout(timeout, self.call_inner(req))
             .await
             .map_err(|_| WireError::Timeout(timeout))?
@@ -119,14 +127,45 @@ impl Conn {
     }
 }
 
-impl Conn {
+/// A connection that speaks the management protocol only.
+pub(crate) struct ManageConn(Conn);
+
+impl ManageConn {
+    /// Sends one management request and reads its one answer, within `timeout`.
+    pub(crate) async fn call(
+        &mut self,
+        req: &ManageRequest,
+        timeout: Duration,
+    ) -> Result<ManageResponse, WireError> {
+        self.0.call(req, timeout).await
+    }
+
     /// Reads the next line the daemon sends on a management connection, however long it takes
     /// (pushed lines arrive unasked). Closed when the daemon closes the connection.
     pub(crate) async fn recv(&mut self) -> Result<ManageResponse, WireError> {
-        match self.reader.read_line(limits::SOCKET_LINE_BYTES_MAX).await? {
+        match self
+            .0
+            .reader
+            .read_line(limits::SOCKET_LINE_BYTES_MAX)
+            .await?
+        {
             None => Err(WireError::Closed),
             Some(l) => serde_json::from_slice(&l).map_err(|e| WireError::Protocol(e.to_string())),
         }
+    }
+}
+
+/// A connection that speaks the relay-session protocol only.
+pub(crate) struct SessionConn(Conn);
+
+impl SessionConn {
+    /// Sends one session request and reads its one answer, within `timeout`.
+    pub(crate) async fn call(
+        &mut self,
+        req: &SessionRequest,
+        timeout: Duration,
+    ) -> Result<SessionResponse, WireError> {
+        self.0.call(req, timeout).await
     }
 
     /// Splits the connection so one task can read every line (answers and pushed words) while
@@ -134,16 +173,16 @@ impl Conn {
     pub(crate) fn into_split(self) -> (ConnReader, ConnWriter) {
         (
             ConnReader {
-                reader: self.reader,
+                reader: self.0.reader,
             },
             ConnWriter {
-                writer: self.writer,
+                writer: self.0.writer,
             },
         )
     }
 }
 
-/// The reading half of a split [`Conn`]: a relay's, so it reads the session protocol.
+/// The reading half of a split [`SessionConn`]: a relay's, so it reads the session protocol.
 pub(crate) struct ConnReader {
     reader: peer::CheckedReader,
 }
@@ -158,7 +197,7 @@ impl ConnReader {
     }
 }
 
-/// The writing half of a split [`Conn`]: a relay's, so it sends the session protocol.
+/// The writing half of a split [`SessionConn`]: a relay's, so it sends the session protocol.
 pub(crate) struct ConnWriter {
     writer: OwnedWriteHalf,
 }

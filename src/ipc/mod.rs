@@ -21,8 +21,8 @@ mod session;
 mod tests;
 
 pub(crate) use conn::{
-    Conn, ConnReader, ConnWriter, Probe, WireError, connect, connect_or_start, current_thread,
-    probe,
+    Conn, ConnReader, ConnWriter, Probe, SessionConn, WireError, connect, connect_or_start,
+    current_thread, probe,
 };
 pub(crate) use hello::{HelloRequest, HelloResponse, Serves};
 pub(crate) use incoming::Incoming;

@@ -45,7 +45,7 @@ const ANSWER_QUEUE: usize = 4;
 
 impl Link {
     pub(super) fn start(
-        conn: Option<ipc::Conn>,
+        conn: Option<ipc::SessionConn>,
         session_id: String,
         no_daemon: Option<String>,
     ) -> Link {
@@ -299,7 +299,7 @@ pub(super) async fn daemon_unresponsive(home: &Home) -> bool {
     // bound being the same as this one's, so either may fire first).
     let asked = tokio::time::timeout(limits::DECISION_TIMEOUT, async {
         let mut conn = match ipc::connect(home).await {
-            Ok(conn) => conn,
+            Ok(conn) => conn.manage(),
             Err(WireError::Timeout(t)) => return Some(Err(WireError::Timeout(t))),
             Err(_) => return None,
         };

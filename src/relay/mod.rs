@@ -228,7 +228,7 @@ impl Signals {
 /// start, and says why in every refusal.
 async fn connect(home: &Home, session_id: &str) -> Link {
     let (conn, no_daemon) = match ipc::connect_or_start(home).await {
-        Ok(c) => (Some(c), None),
+        Ok(c) => (Some(c.session()), None),
         Err(e) => {
             eprintln!("holdcall: no daemon to decide calls: {e}");
             eprintln!(
