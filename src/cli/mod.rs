@@ -74,6 +74,9 @@ pub enum CliError {
     ClientConfig(#[from] crate::clients::ClientConfigError),
     #[error(transparent)]
     #[diagnostic(transparent)]
+    Routing(#[from] crate::routing::RoutingError),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
     Console(#[from] crate::console::ConsoleError),
     #[error("{0}")]
     #[diagnostic(code(holdcall::cli::refused))]

@@ -6,9 +6,9 @@ use std::io::Write;
 
 use super::CliError;
 use crate::clients::inspect::{self, show_command};
-use crate::clients::{self, ClientConfigError, FileState, Places};
+use crate::clients::{self, FileState, Places};
 use crate::config::Home;
-use crate::routing::{self, RoutedEntry, Routing, backup::Backups};
+use crate::routing::{self, RoutedEntry, Routing, RoutingError, backup::Backups};
 use crate::text::visible;
 
 fn env_line(e: &RoutedEntry) -> Option<String> {
@@ -47,7 +47,7 @@ pub(super) fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32
     let home_dir = home
         .dir()
         .to_str()
-        .ok_or_else(|| ClientConfigError::HomeNotUtf8(home.dir().to_path_buf()))?
+        .ok_or_else(|| RoutingError::HomeNotUtf8(home.dir().to_path_buf()))?
         .to_string();
     let target = routing::Target {
         home: &home_dir,
@@ -69,7 +69,7 @@ pub(super) fn init(write: bool, undo: Option<String>, force: bool) -> Result<i32
                 found += 1;
                 writeln!(out, "{}", file_heading(&spec))?;
                 writeln!(out, "  REFUSED: {reason}")?;
-                refused.push(ClientConfigError::Refused {
+                refused.push(RoutingError::Refused {
                     path: spec.path.clone(),
                     reason,
                 });
@@ -240,7 +240,7 @@ fn entry_lines(
 fn finish(
     out: &mut impl Write,
     found: usize,
-    refused: Vec<ClientConfigError>,
+    refused: Vec<RoutingError>,
     plans: &[(clients::FileSpec, routing::Plan)],
     write: bool,
     backups: &Backups,

@@ -21,10 +21,9 @@ use std::path::{Path, PathBuf};
 
 use crate::limits;
 
-/// Errors of finding, reading and writing client config files. The enum stays here, with the
-/// variants `crate::routing` raises (`Exe`, `HomeNotUtf8`, `Refused`, `Undo`, `ChangedSince`,
-/// `Raced`, `EditCheck`), because the CLI's one `From` is keyed on it; it names no
-/// Holdcall type. The codes keep their old `clientconfig` names: they are output.
+/// Errors of finding and reading client config files (Holdcall's own, of judging and rewriting
+/// them, are `routing::RoutingError`). The codes keep their old `clientconfig` names: they are
+/// output.
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum ClientConfigError {
     #[error("cannot tell where your home directory is: HOME is not set")]
@@ -33,28 +32,6 @@ pub enum ClientConfigError {
         help("set HOME to your home directory and run the command again")
     )]
     NoHome,
-    #[error("cannot find the holdcall binary that is running: {0}")]
-    #[diagnostic(
-        code(holdcall::clientconfig::exe),
-        help("run holdcall by its full path, from a directory that still exists")
-    )]
-    Exe(String),
-    #[error("the holdcall home {0} is not UTF-8, so it cannot be written into a client's config")]
-    #[diagnostic(
-        code(holdcall::clientconfig::home_not_utf8),
-        help(
-            "choose a home whose path is UTF-8 (`--home DIR` or HOLDCALL_HOME) and run the command again"
-        )
-    )]
-    HomeNotUtf8(PathBuf),
-    #[error("{path}: {reason}")]
-    #[diagnostic(
-        code(holdcall::clientconfig::refused),
-        help(
-            "nothing was written; fix the file (or move it aside) so its client can read it too, then run the command again"
-        )
-    )]
-    Refused { path: PathBuf, reason: String },
     #[error("cannot {action} {path}: {source}")]
     #[diagnostic(
         code(holdcall::clientconfig::io),
@@ -66,38 +43,6 @@ pub enum ClientConfigError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{0}")]
-    #[diagnostic(
-        code(holdcall::clientconfig::undo),
-        help(
-            "`holdcall init --undo` takes a backup `holdcall init --write` reported; list them in <holdcall home>/backups/index.jsonl"
-        )
-    )]
-    Undo(String),
-    #[error(
-        "{path} changed since holdcall wrote it (backup {backup}); undoing would lose those changes"
-    )]
-    #[diagnostic(
-        code(holdcall::clientconfig::changed_since),
-        help(
-            "look at the file first; to restore the backup anyway (the current file is backed up before), add --force"
-        )
-    )]
-    ChangedSince { path: PathBuf, backup: String },
-    #[error("{path} changed while holdcall was rewriting it")]
-    #[diagnostic(
-        code(holdcall::clientconfig::raced),
-        help(
-            "nothing was written; close the client that is writing it, then run the command again"
-        )
-    )]
-    Raced { path: PathBuf },
-    #[error("holdcall's rewrite of {path} did not read back as intended: {why}")]
-    #[diagnostic(
-        code(holdcall::clientconfig::verify),
-        help("nothing was written; please report this with the file's layout (not its values)")
-    )]
-    EditCheck { path: PathBuf, why: String },
 }
 
 /// The clients Holdcall knows. The id is what `--client` gets in a routed entry.

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::Plan;
+use super::RoutingError;
 use crate::clients::{ClientConfigError, ClientId};
 use crate::config::Home;
 use crate::ids::sha256_hex;
@@ -116,12 +117,7 @@ impl Backups {
     }
 
     /// Copies `bytes` into a new backup file and returns its name.
-    fn new_backup(
-        &self,
-        client: &str,
-        path: &Path,
-        bytes: &[u8],
-    ) -> Result<String, ClientConfigError> {
+    fn new_backup(&self, client: &str, path: &Path, bytes: &[u8]) -> Result<String, RoutingError> {
         crate::config::ensure_private_dir(&self.dir).map_err(|e| ClientConfigError::Io {
             action: "create",
             path: self.dir.clone(),
@@ -160,17 +156,18 @@ impl Backups {
                     return Ok(name);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(io("create", &full)(e)),
+                Err(e) => return Err(io("create", &full)(e).into()),
             }
         }
         Err(ClientConfigError::Io {
             action: "name a backup in",
             path: self.dir.clone(),
             source: std::io::Error::other("every backup name for this instant is taken"),
-        })
+        }
+        .into())
     }
 
-    fn append(&self, record: &Record) -> Result<(), ClientConfigError> {
+    fn append(&self, record: &Record) -> Result<(), RoutingError> {
         let path = self.index_path();
         let mut line = serde_json::to_string(record)
             .map_err(|e| io("record a backup in", &path)(std::io::Error::other(e)))?;
@@ -193,11 +190,11 @@ impl Backups {
         client: ClientId,
         path: &Path,
         plan: &Plan,
-    ) -> Result<PathBuf, ClientConfigError> {
+    ) -> Result<PathBuf, RoutingError> {
         let target = fs::canonicalize(path).map_err(io("resolve", path))?;
         let now = fs::read(&target).map_err(io("read", &target))?;
         if now != plan.before.as_bytes() {
-            return Err(ClientConfigError::Raced {
+            return Err(RoutingError::Raced {
                 path: path.to_path_buf(),
             });
         }
@@ -219,18 +216,18 @@ impl Backups {
     }
 
     /// Restores the file a backup was taken of. The current content is backed up first.
-    pub(crate) fn undo(&self, which: &str, force: bool) -> Result<Undone, ClientConfigError> {
+    pub(crate) fn undo(&self, which: &str, force: bool) -> Result<Undone, RoutingError> {
         let name = Path::new(which)
             .file_name()
             .and_then(|n| n.to_str())
-            .ok_or_else(|| ClientConfigError::Undo(format!("{which} does not name a backup")))?;
+            .ok_or_else(|| RoutingError::Undo(format!("{which} does not name a backup")))?;
         let record = self
             .records()
             .into_iter()
             .rev()
             .find(|r| r.backup == name)
             .ok_or_else(|| {
-                ClientConfigError::Undo(format!(
+                RoutingError::Undo(format!(
                     "{which} is not a backup holdcall made (it is not in {})",
                     self.index_path().display()
                 ))
@@ -238,7 +235,7 @@ impl Backups {
         let backup = self.dir.join(name);
         let saved = fs::read(&backup).map_err(io("read", &backup))?;
         if sha256_hex(&saved) != record.before_sha256 {
-            return Err(ClientConfigError::Undo(format!(
+            return Err(RoutingError::Undo(format!(
                 "{} no longer holds what holdcall saved in it; not restoring it",
                 backup.display()
             )));
@@ -248,13 +245,13 @@ impl Backups {
         let current = match fs::read(&target) {
             Ok(b) => Some(b),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(io("read", &target)(e)),
+            Err(e) => return Err(io("read", &target)(e).into()),
         };
         let unchanged = current
             .as_deref()
             .is_some_and(|c| sha256_hex(c) == record.after_sha256);
         if !unchanged && !force {
-            return Err(ClientConfigError::ChangedSince {
+            return Err(RoutingError::ChangedSince {
                 path,
                 backup: name.to_string(),
             });
@@ -285,7 +282,7 @@ impl Backups {
 /// Replaces `target` (a regular file, never a symlink: callers resolve links first) with
 /// `bytes`: a temporary file in the same directory with the same mode, synced, then renamed
 /// over it, then the directory synced. A crash leaves the old file or the new one, never half.
-pub(crate) fn write_atomically(target: &Path, bytes: &[u8]) -> Result<(), ClientConfigError> {
+pub(crate) fn write_atomically(target: &Path, bytes: &[u8]) -> Result<(), RoutingError> {
     let dir = target.parent().unwrap_or(Path::new("."));
     let mode = fs::metadata(target)
         .map(|m| m.permissions().mode() & 0o7777)
@@ -312,7 +309,7 @@ pub(crate) fn write_atomically(target: &Path, bytes: &[u8]) -> Result<(), Client
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
-    result.map_err(io("write", target))
+    Ok(result.map_err(io("write", target))?)
 }
 
 #[cfg(test)]
@@ -341,7 +338,7 @@ mod tests {
         let err = Backups::of(&home)
             .write(ClientId::Cursor, &file, &plan)
             .unwrap_err();
-        assert!(matches!(err, ClientConfigError::Raced { .. }), "{err}");
+        assert!(matches!(err, RoutingError::Raced { .. }), "{err}");
         assert_eq!(fs::read_to_string(&file).unwrap(), "{\"changed\": true}");
         assert!(!dir.path().join("hc/backups").exists());
     }

@@ -26,6 +26,70 @@ use crate::limits;
 
 pub(crate) use plan::{Plan, Target, plan};
 
+/// Errors of routing clients through Holdcall: finding this binary, planning and checking a
+/// rewrite, writing it with its backup, undoing it; and the readers' own errors. The codes keep
+/// their old `clientconfig` names: they are output.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum RoutingError {
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Clients(#[from] ClientConfigError),
+    #[error("cannot find the holdcall binary that is running: {0}")]
+    #[diagnostic(
+        code(holdcall::clientconfig::exe),
+        help("run holdcall by its full path, from a directory that still exists")
+    )]
+    Exe(String),
+    #[error("the holdcall home {0} is not UTF-8, so it cannot be written into a client's config")]
+    #[diagnostic(
+        code(holdcall::clientconfig::home_not_utf8),
+        help(
+            "choose a home whose path is UTF-8 (`--home DIR` or HOLDCALL_HOME) and run the command again"
+        )
+    )]
+    HomeNotUtf8(PathBuf),
+    #[error("{path}: {reason}")]
+    #[diagnostic(
+        code(holdcall::clientconfig::refused),
+        help(
+            "nothing was written; fix the file (or move it aside) so its client can read it too, then run the command again"
+        )
+    )]
+    Refused { path: PathBuf, reason: String },
+    #[error("{0}")]
+    #[diagnostic(
+        code(holdcall::clientconfig::undo),
+        help(
+            "`holdcall init --undo` takes a backup `holdcall init --write` reported; list them in <holdcall home>/backups/index.jsonl"
+        )
+    )]
+    Undo(String),
+    #[error(
+        "{path} changed since holdcall wrote it (backup {backup}); undoing would lose those changes"
+    )]
+    #[diagnostic(
+        code(holdcall::clientconfig::changed_since),
+        help(
+            "look at the file first; to restore the backup anyway (the current file is backed up before), add --force"
+        )
+    )]
+    ChangedSince { path: PathBuf, backup: String },
+    #[error("{path} changed while holdcall was rewriting it")]
+    #[diagnostic(
+        code(holdcall::clientconfig::raced),
+        help(
+            "nothing was written; close the client that is writing it, then run the command again"
+        )
+    )]
+    Raced { path: PathBuf },
+    #[error("holdcall's rewrite of {path} did not read back as intended: {why}")]
+    #[diagnostic(
+        code(holdcall::clientconfig::verify),
+        help("nothing was written; please report this with the file's layout (not its values)")
+    )]
+    EditCheck { path: PathBuf, why: String },
+}
+
 /// One configured server with Holdcall's judgement of it. It reads as its [`ServerEntry`] (through
 /// `Deref`): `e.name`, `e.command`, `e.args` are the file's; `state`, `connector` and `home_arg`
 /// are the judgement.
@@ -446,12 +510,12 @@ pub(crate) fn serve_prefix(client: ClientId, connector: &str, home: &str) -> Vec
 }
 
 /// The command a routed entry runs: the absolute path of this holdcall binary (decision 0008).
-pub(crate) fn holdcall_command() -> Result<String, ClientConfigError> {
-    let exe = std::env::current_exe().map_err(|e| ClientConfigError::Exe(e.to_string()))?;
+pub(crate) fn holdcall_command() -> Result<String, RoutingError> {
+    let exe = std::env::current_exe().map_err(|e| RoutingError::Exe(e.to_string()))?;
     let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
     exe.to_str()
         .map(str::to_string)
-        .ok_or_else(|| ClientConfigError::Exe(format!("{} is not UTF-8", exe.display())))
+        .ok_or_else(|| RoutingError::Exe(format!("{} is not UTF-8", exe.display())))
 }
 
 #[cfg(test)]

@@ -9,9 +9,10 @@
 use std::ops::Range;
 use std::path::Path;
 
+use super::RoutingError;
 use super::verify::check_edit;
 use super::{RoutedEntry, Routing, serve_prefix};
-use crate::clients::{ClientConfigError, FileSpec, Format, Loaded, Spans};
+use crate::clients::{FileSpec, Format, Loaded, Spans};
 use crate::ids::sha256_hex;
 use crate::limits;
 
@@ -83,7 +84,7 @@ pub(crate) fn plan(
     loaded: &Loaded<RoutedEntry>,
     holdcall: &str,
     target: Target,
-) -> Result<Option<Plan>, ClientConfigError> {
+) -> Result<Option<Plan>, RoutingError> {
     let text = &loaded.text;
     let quote = |s: &str| quoted(spec.format, s);
     let mut edits: Vec<(Range<usize>, String)> = Vec::new();

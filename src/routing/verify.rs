@@ -5,8 +5,9 @@
 //! Owns: that comparison. Must never: let a plan through whose re-reading differs in any other
 //! value, or quote the file in its refusal.
 
+use super::RoutingError;
 use super::{Judge, RoutedEntry, Routing, Target, entries_judged, serve_prefix};
-use crate::clients::{ClientConfigError, FileSpec, Format, Loaded, json};
+use crate::clients::{FileSpec, Format, Loaded, json};
 
 /// The rewritten entries: the key path of their group, their name and their connector.
 type Rewritten = [(Vec<String>, String, String)];
@@ -25,8 +26,8 @@ pub(super) fn check_edit(
     holdcall: &str,
     target: Target,
     routed: &Rewritten,
-) -> Result<(), ClientConfigError> {
-    let fail = |why: String| ClientConfigError::EditCheck {
+) -> Result<(), RoutingError> {
+    let fail = |why: String| RoutingError::EditCheck {
         path: spec.path.clone(),
         why,
     };
