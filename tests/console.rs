@@ -781,15 +781,15 @@ struct Dribbled {
 
 /// Keeps `n` connections dribbling a request head to `addr`: a request line, then one header
 /// line per connection every `pace`, never the blank line that ends the head. A connection the
-/// console closes is replaced at once. Says on `ready` once all `n` are open; stops when `stop`
-/// is set.
+/// console closes is replaced at once. Says on `ready` once all `n` are open; stops as soon as
+/// `stop` says so (or is dropped).
 fn dribble(
     addr: String,
     host: String,
     n: usize,
     pace: std::time::Duration,
     ready: std::sync::mpsc::Sender<()>,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    stop: std::sync::mpsc::Receiver<()>,
 ) -> Dribbled {
     use std::time::Instant;
     let open = || {
@@ -806,7 +806,7 @@ fn dribble(
         cut: 0,
         longest: std::time::Duration::ZERO,
     };
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+    loop {
         for (i, slot) in conns.iter_mut().enumerate() {
             let mut byte = [0u8; 1];
             let closed = match slot.0.read(&mut byte) {
@@ -825,27 +825,27 @@ fn dribble(
                 out.lines += 1;
             }
         }
-        // The attacker's pace, not a synchronisation: each connection sends a line per `pace`.
-        std::thread::sleep(pace);
+        // The attacker's pace: each connection sends a line per `pace`, until told to stop.
+        match stop.recv_timeout(pace) {
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return out,
+        }
     }
-    out
 }
 
 #[test]
 fn two_hundred_dribbling_connections_do_not_delay_a_request_with_the_token() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
     allow_open_files();
     let env = home_with_calls();
     let c = Console::start(&env);
     c.json("/api/snapshot");
     let baseline = c.timed_api("/api/snapshot");
-    let stop = Arc::new(AtomicBool::new(false));
+    let (stop, stopped) = std::sync::mpsc::channel();
     let (ready_tx, ready) = std::sync::mpsc::channel();
     let attacker = {
-        let (addr, host, stop) = (c.addr.clone(), c.host(), stop.clone());
+        let (addr, host) = (c.addr.clone(), c.host());
         let pace = std::time::Duration::from_millis(500);
-        std::thread::spawn(move || dribble(addr, host, 200, pace, ready_tx, stop))
+        std::thread::spawn(move || dribble(addr, host, 200, pace, ready_tx, stopped))
     };
     ready.recv_timeout(PATIENCE).unwrap();
     // Requests back to back for longer than two head deadlines, so dribblers are cut and come
@@ -857,7 +857,7 @@ fn two_hundred_dribbling_connections_do_not_delay_a_request_with_the_token() {
         worst = worst.max(c.timed_api("/api/snapshot"));
         requests += 1;
     }
-    stop.store(true, Ordering::Relaxed);
+    stop.send(()).unwrap();
     let seen = attacker.join().unwrap();
     eprintln!(
         "with 200 dribbling loopback connections ({} header lines, {} cut by the console, the \

@@ -235,16 +235,20 @@ fn a_process_that_listens_and_then_becomes_holdcall_still_decides_nothing() {
     let socket = socket_of(&env);
     std::fs::create_dir_all(std::path::Path::new(&socket).parent().unwrap()).unwrap();
     let script = r#"
-import os, socket, sys, json, time
+import os, socket, sys, json
 path, holdcall = sys.argv[1], sys.argv[2]
 s = socket.socket(socket.AF_UNIX); s.bind(path); s.listen(8)
 r, w = os.pipe()
+# The parent's exec closes its end of this pipe (Python's pipes are close-on-exec), after the
+# kernel names the new image: the child's read returns then.
+execd, exec_note = os.pipe()
 if os.fork() > 0:
     os.dup2(r, 0)
     os.execv(holdcall, [holdcall, "demo-server"])
 parent = os.getppid()
-while os.path.realpath(f"/proc/{parent}/exe") != os.path.realpath(holdcall):
-    time.sleep(0.01)
+os.close(exec_note)
+os.read(execd, 1)
+assert os.path.realpath(f"/proc/{parent}/exe") == os.path.realpath(holdcall)
 print(parent, os.getpid(), flush=True)
 # Let go of the test's pipes, so nothing waits on this process's output after the test.
 devnull = os.open(os.devnull, os.O_RDWR)

@@ -393,6 +393,31 @@ fn session_end_reason(env: &Env) -> serde_json::Value {
     reason
 }
 
+/// Whether the relay `pid` no longer holds the write end of its server's stdin: the server is
+/// the relay's child whose fd 0 is a pipe, and no fd of the relay names that pipe any more.
+fn server_input_closed(pid: u32) -> bool {
+    let link = |p: std::path::PathBuf| std::fs::read_link(p).ok();
+    let children: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| c.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+        .collect();
+    let Some(input) = children
+        .iter()
+        .filter_map(|c| link(format!("/proc/{c}/fd/0").into()))
+        .find(|l| l.to_string_lossy().starts_with("pipe:"))
+    else {
+        return false;
+    };
+    !std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|fd| link(fd.path()) == Some(input.clone()))
+}
+
 fn signal(r: &Relay, signal: nix::sys::signal::Signal) {
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(r.child.id() as i32), signal);
 }
@@ -421,10 +446,24 @@ fn a_client_that_closes_then_stops_and_kills_the_relay_still_gets_its_session_en
     r.send(INIT.as_bytes());
     assert_eq!(r.recv_json()["id"], 0);
     r.stdin = None;
-    std::thread::sleep(std::time::Duration::from_millis(300)); // the client's own wait
+    // The client's SIGTERM comes while the relay is giving the server its grace: once the
+    // relay has closed the server's input.
+    let relay = r.child.id();
+    eventually("the relay closed the server's input", || {
+        server_input_closed(relay)
+    });
     signal(&r, nix::sys::signal::Signal::SIGTERM);
-    std::thread::sleep(std::time::Duration::from_secs(2)); // the SDKs wait 2 s, then SIGKILL
-    let exited = r.child.try_wait().unwrap();
+    // The SDKs wait 2 s, then SIGKILL: the relay must have ended by then, which its stdout
+    // closing says.
+    let ended = matches!(
+        r.lines.recv_timeout(std::time::Duration::from_secs(2)),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected)
+    );
+    let exited = if ended {
+        Some(r.child.wait().unwrap())
+    } else {
+        r.child.try_wait().unwrap()
+    };
     signal(&r, nix::sys::signal::Signal::SIGKILL);
     assert!(
         exited.is_some_and(|s| s.success()),
@@ -454,8 +493,13 @@ fn a_client_that_closes_while_the_server_is_still_starting_ends_the_session_ordi
     let env = Env::new();
     let record = env.new_record("slow");
     let bin = Env::bin();
+    // The server waits for a writer on a FIFO that nobody opens: it is still starting when
+    // the client closes, however slow the machine.
+    let gate = env.dir.path().join("never-opened");
+    nix::unistd::mkfifo(&gate, nix::sys::stat::Mode::S_IRWXU).unwrap();
     let script = format!(
-        "sleep 1; exec '{}' demo-server --record '{}'",
+        "cat '{}' >/dev/null; exec '{}' demo-server --record '{}'",
+        gate.display(),
         bin.display(),
         record.display()
     );

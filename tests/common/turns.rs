@@ -9,7 +9,7 @@
 //! never waits for a test waiting to be alone (that would deadlock), and the thread that is
 //! alone makes as many homes as it likes. A turn is given back by whichever thread drops it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::thread::ThreadId;
 
@@ -19,8 +19,10 @@ struct State {
     shared: HashMap<ThreadId, usize>,
     /// The thread that has the machine to itself, if any.
     alone: Option<ThreadId>,
-    /// How many threads wait to be alone: new turns wait for them.
-    waiting_alone: usize,
+    /// The threads that wait to be alone: new turns wait for them.
+    waiting_alone: HashSet<ThreadId>,
+    /// The threads that wait for a shared turn (so a test can see one is waiting).
+    waiting_shared: HashSet<ThreadId>,
 }
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
@@ -48,9 +50,13 @@ impl Shared {
                 return Shared(None);
             }
             let mine = s.shared.get(&me).copied().unwrap_or(0);
-            if s.alone.is_none() && (mine > 0 || s.waiting_alone == 0) {
+            if s.alone.is_none() && (mine > 0 || s.waiting_alone.is_empty()) {
+                s.waiting_shared.remove(&me);
                 s.shared.insert(me, mine + 1);
                 return Shared(Some(me));
+            }
+            if s.waiting_shared.insert(me) {
+                CHANGED.notify_all();
             }
             guard = wait(guard);
         }
@@ -85,11 +91,12 @@ pub(crate) fn alone() -> Alone {
         !s.shared.contains_key(&me),
         "take alone() before making an Env: this test would wait for itself"
     );
-    s.waiting_alone += 1;
+    s.waiting_alone.insert(me);
+    CHANGED.notify_all();
     loop {
         let s = guard.get_or_insert_with(State::default);
         if s.alone.is_none() && s.shared.is_empty() {
-            s.waiting_alone -= 1;
+            s.waiting_alone.remove(&me);
             s.alone = Some(me);
             return Alone(me);
         }
@@ -109,10 +116,24 @@ impl Drop for Alone {
     }
 }
 
+/// Waits until the turns' state shows `what` (each change of it is signalled), failing after
+/// `PATIENCE`.
+fn until(what: &str, holds: impl Fn(&State) -> bool) {
+    let deadline = std::time::Instant::now() + super::PATIENCE;
+    let mut guard = state();
+    while !guard.as_ref().is_some_and(&holds) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        assert!(!left.is_zero(), "never: {what}");
+        guard = CHANGED
+            .wait_timeout(guard, left)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+}
+
 #[test]
 fn alone_waits_for_every_turn_and_holds_new_ones_back_but_not_a_second_one_of_a_holder() {
     use std::sync::mpsc::channel;
-    use std::time::Duration;
     let patience = super::PATIENCE;
     let mine = Shared::take();
     let (got_alone, alone_now) = channel();
@@ -123,7 +144,8 @@ fn alone_waits_for_every_turn_and_holds_new_ones_back_but_not_a_second_one_of_a_
         released.recv().unwrap();
         drop(turn);
     });
-    std::thread::sleep(Duration::from_millis(300));
+    let loner_id = loner.thread().id();
+    until("alone() waits", |s| s.waiting_alone.contains(&loner_id));
     assert!(
         alone_now.try_recv().is_err(),
         "alone() did not wait for a turn held"
@@ -134,7 +156,8 @@ fn alone_waits_for_every_turn_and_holds_new_ones_back_but_not_a_second_one_of_a_
         got_shared.send(()).unwrap();
         drop(turn);
     });
-    std::thread::sleep(Duration::from_millis(300));
+    let newcomer_id = newcomer.thread().id();
+    until("the new turn waits", |s| s.waiting_shared.contains(&newcomer_id));
     assert!(
         shared_now.try_recv().is_err(),
         "a new turn did not wait for alone()"
@@ -145,7 +168,7 @@ fn alone_waits_for_every_turn_and_holds_new_ones_back_but_not_a_second_one_of_a_
     alone_now
         .recv_timeout(patience)
         .expect("alone() once no turn is held");
-    std::thread::sleep(Duration::from_millis(300));
+    // The newcomer was waiting before the loner became alone, and cannot get a turn while it is.
     assert!(
         shared_now.try_recv().is_err(),
         "a new turn while a test is alone"
