@@ -157,7 +157,9 @@ fn alone_waits_for_every_turn_and_holds_new_ones_back_but_not_a_second_one_of_a_
         drop(turn);
     });
     let newcomer_id = newcomer.thread().id();
-    until("the new turn waits", |s| s.waiting_shared.contains(&newcomer_id));
+    until("the new turn waits", |s| {
+        s.waiting_shared.contains(&newcomer_id)
+    });
     assert!(
         shared_now.try_recv().is_err(),
         "a new turn did not wait for alone()"
