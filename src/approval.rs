@@ -156,7 +156,7 @@ impl Registry {
             {
                 return Err(Full);
             }
-            let line = pushed_line(&crate::ipc::ManageResponse::HeldNew {
+            let line = crate::ipc::answer_line(&crate::ipc::ManageResponse::HeldNew {
                 call: hold.listed(Instant::now()),
             });
             holds.insert(hold.id.clone(), hold);
@@ -246,13 +246,6 @@ impl Registry {
             w.push(tx);
         }
     }
-}
-
-/// A response as one socket line.
-pub(crate) fn pushed_line(resp: &impl serde::Serialize) -> Option<Vec<u8>> {
-    let mut v = serde_json::to_vec(resp).ok()?;
-    v.push(b'\n');
-    Some(v)
 }
 
 /// A fresh hold id: 12 lowercase hex characters from the kernel's random source.

@@ -8,7 +8,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc::unbounded_channel;
 
 use crate::agents;
-use crate::approval::{self, Cause};
+use crate::approval::Cause;
 use crate::config::Home;
 use crate::daemon::{
     DaemonError, Shared,
@@ -308,18 +308,18 @@ async fn serve_lines(
             Err(e) => refused(role, format!("unreadable request: {e}")),
             // Which home this daemon serves: asked first on every connection, and giving it no
             // role.
-            Ok(Incoming::Hello(_)) => Next::Reply(approval::pushed_line(&HelloResponse::Hello(
+            Ok(Incoming::Hello(_)) => Next::Reply(ipc::answer_line(&HelloResponse::Hello(
                 state.serves.clone(),
             ))),
             Ok(Incoming::Session(req)) if admit(&mut role, Role::Session) => {
                 dispatch::session(state, ctx, owned, image, req)
                     .await
-                    .map(|a| approval::pushed_line(&a))
+                    .map(|a| ipc::answer_line(&a))
             }
             Ok(Incoming::Manage(req)) if admit(&mut role, Role::Manage) => {
                 dispatch::manage(state, ctx, req)
                     .await
-                    .map(|a| approval::pushed_line(&a))
+                    .map(|a| ipc::answer_line(&a))
             }
             Ok(Incoming::Session(_) | Incoming::Manage(_)) => refused(role, NEVER_BOTH.into()),
         };
@@ -351,9 +351,9 @@ const NEVER_BOTH: &str =
 /// request fixed one): its line, or None when it cannot be written.
 fn refused(role: Option<Role>, message: String) -> Next<Option<Vec<u8>>> {
     Next::ReplyAndClose(match role {
-        Some(Role::Session) => approval::pushed_line(&SessionResponse::Error { message }),
-        Some(Role::Manage) => approval::pushed_line(&ManageResponse::Error { message }),
-        None => approval::pushed_line(&HelloResponse::Error { message }),
+        Some(Role::Session) => ipc::answer_line(&SessionResponse::Error { message }),
+        Some(Role::Manage) => ipc::answer_line(&ManageResponse::Error { message }),
+        None => ipc::answer_line(&HelloResponse::Error { message }),
     })
 }
 

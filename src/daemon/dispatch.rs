@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::approval::{self, Cause};
+use crate::approval::Cause;
 use crate::config::Durability;
 use crate::daemon::{
     Shared,
@@ -22,7 +22,7 @@ use crate::daemon::{
     writer::Op,
 };
 use crate::ipc::{
-    ManageRequest, ManageResponse, Release, SessionEnded, SessionRequest, SessionResponse,
+    self, ManageRequest, ManageResponse, Release, SessionEnded, SessionRequest, SessionResponse,
 };
 use crate::journal::{Fields, Kind};
 use crate::policy::budget::CallScope;
@@ -411,7 +411,7 @@ fn shutdown(state: &Shared, conn: &ConnCtx) -> ManageNext {
     // The answer must reach the CLI before the daemon stops: it is queued, then an
     // empty line (never a real one: every line ends in a newline) that the connection's
     // writer turns into the stop once everything before it is written.
-    let queued = approval::pushed_line(&ManageResponse::Ok)
+    let queued = ipc::answer_line(&ManageResponse::Ok)
         .is_some_and(|line| conn.out.send(line).is_ok())
         && conn.out.send(Vec::new()).is_ok();
     if !queued {

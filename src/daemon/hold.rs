@@ -273,7 +273,7 @@ pub(crate) async fn settle_guarded(
         cause: cause.as_str().into(),
         reason,
     };
-    if let Some(line) = approval::pushed_line(&word) {
+    if let Some(line) = ipc::answer_line(&word) {
         // A relay that is gone refuses the call itself.
         let _ = hold.push.send(line);
     }
@@ -320,7 +320,7 @@ pub(crate) async fn hold_call(
             timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
         }),
     };
-    let Some(line) = approval::pushed_line(&answer) else {
+    let Some(line) = ipc::answer_line(&answer) else {
         return undecided("the answer could not be written".into());
     };
     if conn.out.send(line).is_err() {
@@ -375,7 +375,7 @@ pub(crate) async fn hold_call(
                 limits::HELD_CALLS_MAX
             )),
         };
-        if let Some(line) = approval::pushed_line(&word) {
+        if let Some(line) = ipc::answer_line(&word) {
             let _ = push.send(line);
         }
         return Next::Sent;

@@ -120,10 +120,7 @@ impl Conn {
     async fn call_inner<Q: Ask>(&mut self, req: &Q) -> Result<Q::Answer, WireError> {
         let line = request_line(req)?;
         self.writer.write_all(&line).await?;
-        match self.reader.read_line(limits::SOCKET_LINE_BYTES_MAX).await? {
-            None => Err(WireError::Closed),
-            Some(l) => serde_json::from_slice(&l).map_err(|e| WireError::Protocol(e.to_string())),
-        }
+        read_answer(&mut self.reader).await
     }
 }
 
@@ -143,15 +140,7 @@ impl ManageConn {
     /// Reads the next line the daemon sends on a management connection, however long it takes
     /// (pushed lines arrive unasked). Closed when the daemon closes the connection.
     pub(crate) async fn recv(&mut self) -> Result<ManageResponse, WireError> {
-        match self
-            .0
-            .reader
-            .read_line(limits::SOCKET_LINE_BYTES_MAX)
-            .await?
-        {
-            None => Err(WireError::Closed),
-            Some(l) => serde_json::from_slice(&l).map_err(|e| WireError::Protocol(e.to_string())),
-        }
+        read_answer(&mut self.0.reader).await
     }
 }
 
@@ -190,10 +179,7 @@ pub(crate) struct ConnReader {
 impl ConnReader {
     /// The next line from the daemon; Closed at end of stream.
     pub(crate) async fn recv(&mut self) -> Result<SessionResponse, WireError> {
-        match self.reader.read_line(limits::SOCKET_LINE_BYTES_MAX).await? {
-            None => Err(WireError::Closed),
-            Some(l) => serde_json::from_slice(&l).map_err(|e| WireError::Protocol(e.to_string())),
-        }
+        read_answer(&mut self.reader).await
     }
 }
 
@@ -207,6 +193,16 @@ impl ConnWriter {
         let line = request_line(req)?;
         self.writer.write_all(&line).await?;
         Ok(())
+    }
+}
+
+/// The next line the daemon sends, read as an answer of type `T`; Closed at end of stream.
+async fn read_answer<T: DeserializeOwned>(
+    reader: &mut peer::CheckedReader,
+) -> Result<T, WireError> {
+    match reader.read_line(limits::SOCKET_LINE_BYTES_MAX).await? {
+        None => Err(WireError::Closed),
+        Some(l) => serde_json::from_slice(&l).map_err(|e| WireError::Protocol(e.to_string())),
     }
 }
 

@@ -21,35 +21,40 @@ pub(crate) enum Incoming {
 const HELLO: &str = "daemon.hello";
 
 /// Every `kind` the daemon reads, in the order one enum of all of them had (session requests,
-/// then management requests, then the hello), so an unknown kind is refused in the same words.
-const ALL_KINDS: &[&str] = &[
-    "session.start",
-    "call.request",
-    "call.outcome",
-    "anomaly",
-    "session.end",
-    "policy.set",
-    "policy.remove",
-    "policy.list",
-    "budget.set",
-    "budget.remove",
-    "policy.explain",
-    "policy.import",
-    "policy.export",
-    "daemon.status",
-    "daemon.shutdown",
-    "approval.list",
-    "approval.watch",
-    "approval.decide",
-    "agent.add",
-    "agent.list",
-    "agent.remove",
-    "connector.set",
-    "connector.remove",
-    "connector.list",
-    "vault.probe",
-    "daemon.hello",
-];
+/// then management requests, then the hello), so an unknown kind is refused in the same words:
+/// the two protocols' own lists, joined when the crate is compiled.
+const ALL_KINDS: &[&str] = &joined::<
+    { SessionRequest::KINDS.len() + ManageRequest::KINDS.len() + 1 },
+>(SessionRequest::KINDS, ManageRequest::KINDS, HELLO);
+
+/// `a`, then `b`, then `last`, as one array of exactly `N` (the compiler rejects any other `N`:
+/// a slot left empty or a name with no slot fails the build). Called only to make a `const`, so
+/// it runs in the compiler, where an index out of range is a build error, never a panic.
+#[allow(clippy::indexing_slicing)]
+const fn joined<const N: usize>(
+    a: &[&'static str],
+    b: &[&'static str],
+    last: &'static str,
+) -> [&'static str; N] {
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < N {
+        let name = if i < a.len() {
+            a[i]
+        } else if i - a.len() < b.len() {
+            b[i - a.len()]
+        } else {
+            last
+        };
+        out[i] = name;
+        i += 1;
+    }
+    assert!(
+        a.len() + b.len() + 1 == N,
+        "every kind has exactly one slot"
+    );
+    out
+}
 
 /// Which protocol a `kind` belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -33,3 +33,11 @@ pub(crate) use manage::{HeldCall, ListedAgent, ListedPolicy, ManageRequest, Mana
 pub(crate) use session::{
     HoldTicket, Release, SessionEnded, SessionRequest, SessionResponse, Verdict,
 };
+
+/// One of the daemon's answers (to a request, or pushed unasked) as one socket line; None if it
+/// cannot be serialised, which the caller treats as a line it cannot send.
+pub(crate) fn answer_line(answer: &impl serde::Serialize) -> Option<Vec<u8>> {
+    let mut line = serde_json::to_vec(answer).ok()?;
+    line.push(b'\n');
+    Some(line)
+}
