@@ -267,30 +267,3 @@ fn a_short_secret_flag_masks_its_value_and_a_colon_separated_secret_is_masked() 
         ]
     );
 }
-
-#[test]
-fn the_shared_readers_import_nothing_holdcall_specific() {
-    // What `holdmap` will share: std, crates, and only these parts of the crate.
-    const ALLOWED: &[&str] = &["limits", "ids", "text", "mcp"];
-    let files = [
-        ("mod.rs", include_str!("mod.rs")),
-        ("entries.rs", include_str!("entries.rs")),
-        ("json.rs", include_str!("json.rs")),
-        ("inspect.rs", include_str!("inspect.rs")),
-    ];
-    for (file, text) in files {
-        for (n, line) in text.lines().enumerate() {
-            if line.trim_start().starts_with("//") {
-                continue;
-            }
-            for (at, _) in line.match_indices("crate::") {
-                let rest = &line[at + "crate::".len()..];
-                assert!(
-                    ALLOWED.iter().any(|a| rest.starts_with(a)),
-                    "src/clients/{file}:{}: {line}",
-                    n + 1
-                );
-            }
-        }
-    }
-}
