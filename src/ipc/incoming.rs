@@ -3,6 +3,8 @@
 //! connection loop takes what this gives and lets a connection keep to the protocol its first
 //! request chose.
 
+use std::marker::PhantomData;
+
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
@@ -64,23 +66,26 @@ enum Protocol {
     Manage,
 }
 
-/// Only the `kind` of a line (every other field is read whole and dropped): read first, with the
+/// Only the `kind` of a line, every other field read as `S` and dropped: read first, with the
 /// errors and the forms (an object, or an array whose first element is the kind) of the
-/// internally tagged enum the socket had, so a line that is no request is refused in the same
-/// words.
-struct Tag {
+/// internally tagged enum the socket had. With `S` = `IgnoredAny` the other fields are skipped
+/// (the fast read of every good line); with `S` = `Value` they are read whole, as that enum read
+/// them (escapes, UTF-8, number range, depth), so a line that is no request is refused for its
+/// first fault, in the same words.
+struct Tag<S> {
     kind: Protocol,
+    other: PhantomData<S>,
 }
 
-impl<'de> Deserialize<'de> for Tag {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Tag, D::Error> {
-        struct Fields;
-        impl<'de> Visitor<'de> for Fields {
-            type Value = Tag;
+impl<'de, S: de::DeserializeOwned> Deserialize<'de> for Tag<S> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Tag<S>, D::Error> {
+        struct Fields<S>(PhantomData<S>);
+        impl<'de, S: de::DeserializeOwned> Visitor<'de> for Fields<S> {
+            type Value = Tag<S>;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("internally tagged enum Request")
             }
-            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Tag, A::Error> {
+            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Tag<S>, A::Error> {
                 let mut kind = None;
                 while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
                     if key == "kind" {
@@ -89,24 +94,27 @@ impl<'de> Deserialize<'de> for Tag {
                         }
                         kind = Some(map.next_value::<Protocol>()?);
                     } else {
-                        // Read whole, not skipped: the old reading checked every value on its
-                        // way (escapes, UTF-8, number range, depth), so its first fault is the
-                        // line's refusal whatever the `kind`.
-                        map.next_value::<serde_json::Value>()?;
+                        map.next_value::<S>()?;
                     }
                 }
-                kind.map(|kind| Tag { kind })
-                    .ok_or_else(|| de::Error::missing_field("kind"))
+                kind.map(|kind| Tag {
+                    kind,
+                    other: PhantomData,
+                })
+                .ok_or_else(|| de::Error::missing_field("kind"))
             }
-            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Tag, A::Error> {
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Tag<S>, A::Error> {
                 let kind = seq
                     .next_element::<Protocol>()?
                     .ok_or_else(|| de::Error::missing_field("kind"))?;
-                while seq.next_element::<serde_json::Value>()?.is_some() {}
-                Ok(Tag { kind })
+                while seq.next_element::<S>()?.is_some() {}
+                Ok(Tag {
+                    kind,
+                    other: PhantomData,
+                })
             }
         }
-        d.deserialize_any(Fields)
+        d.deserialize_any(Fields(PhantomData))
     }
 }
 
@@ -136,9 +144,20 @@ impl<'de> Deserialize<'de> for Protocol {
 
 impl Incoming {
     /// Decodes one request line: its `kind` first, then the whole line as a request of that
-    /// kind's protocol.
+    /// kind's protocol. A line whose `kind` cannot be read is read again with every value whole,
+    /// for the words of its refusal; a good line's other values are checked by the second read.
     pub(crate) fn read(line: &[u8]) -> Result<Incoming, serde_json::Error> {
-        Ok(match serde_json::from_slice::<Tag>(line)?.kind {
+        let tag = match serde_json::from_slice::<Tag<de::IgnoredAny>>(line) {
+            Ok(tag) => tag.kind,
+            // Read whole, the line fails at its first fault, as the one enum's reading did (or,
+            // should it not fail so, with what the fast read found).
+            Err(skipped) => {
+                return Err(serde_json::from_slice::<Tag<serde_json::Value>>(line)
+                    .err()
+                    .unwrap_or(skipped));
+            }
+        };
+        Ok(match tag {
             Protocol::Hello => Incoming::Hello(serde_json::from_slice(line)?),
             Protocol::Session => Incoming::Session(serde_json::from_slice(line)?),
             Protocol::Manage => Incoming::Manage(serde_json::from_slice(line)?),

@@ -165,7 +165,7 @@ fn a_line_that_is_no_request_is_refused_in_the_words_one_enum_of_every_kind_gave
 #[test]
 fn a_line_with_a_bad_value_beside_a_missing_or_unknown_kind_is_refused_for_its_first_fault() {
     let deep = format!("{{\"x\":{}{}}}", "[".repeat(200), "]".repeat(200));
-    let lines: [&[u8]; 7] = [
+    let lines: [&[u8]; 9] = [
         br#"{"x":"\ud800"}"#,
         br#"{"x":"\ud800","kind":"nope"}"#,
         br#"{"x":1e400}"#,
@@ -173,6 +173,9 @@ fn a_line_with_a_bad_value_beside_a_missing_or_unknown_kind_is_refused_for_its_f
         b"{\"x\":\"\xff\"}",
         br#"{"kind":"daemon.status","x":"\ud800","kind":"daemon.status"}"#,
         br#"[{"x":"\ud800"}]"#,
+        // A good kind: the fast read passes, and the request's own read names the fault.
+        br#"{"x":"\ud800","kind":"daemon.status"}"#,
+        br#"{"kind":"call.request","x":1e400}"#,
     ];
     for line in lines {
         let ours = Incoming::read(line).unwrap_err().to_string();
