@@ -469,7 +469,6 @@ pub(crate) fn visible_lines(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
     use super::*;
     use crate::journal::Fields;
 

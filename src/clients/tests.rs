@@ -1,13 +1,6 @@
 //! Unit tests of the shared readers: the JSON reader, the layouts' shape refusals, redaction,
 //! pinning.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
 use super::inspect::{Pin, looks_like_token, pin, redact_args, redact_url};
 use super::json::{self, Flavour};
 use super::*;

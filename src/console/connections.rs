@@ -469,7 +469,6 @@ impl AsyncWrite for Counted {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     /// Whether the connection behind `rx` was shed (its sender dropped).

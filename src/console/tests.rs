@@ -1,7 +1,6 @@
 //! The console's unit tests: catching up on the journal, cut pages, the HTTP rules, strict
 //! queries, read-only daemon requests.
 
-#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 use super::api::*;
 use super::daemon::*;
 use super::http::*;

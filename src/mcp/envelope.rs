@@ -199,11 +199,4 @@ pub(crate) fn elements(array: &[u8]) -> Option<Vec<&[u8]>> {
 }
 
 #[cfg(test)]
-// Tests state expectations by failing loudly.
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 mod tests;

@@ -60,8 +60,6 @@ pub(crate) async fn read_line_capped<R: AsyncBufRead + Unpin>(
 }
 
 #[cfg(test)]
-// Tests state expectations by failing loudly.
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use tokio::io::BufReader;

@@ -127,11 +127,4 @@ fn string_array(raw: &[u8]) -> Option<Vec<String>> {
 }
 
 #[cfg(test)]
-// Tests state expectations by failing loudly.
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 mod tests;

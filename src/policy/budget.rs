@@ -300,7 +300,6 @@ pub(crate) struct BudgetRow {
 }
 
 #[cfg(test)]
-#[allow(clippy::panic, clippy::indexing_slicing, reason = "tests")]
 mod tests {
     use super::*;
 

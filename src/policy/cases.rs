@@ -293,7 +293,6 @@ pub(crate) fn run(set: &PolicySet, cases: &[Case]) -> Vec<CaseResult> {
 }
 
 #[cfg(test)]
-#[allow(clippy::panic, clippy::indexing_slicing, reason = "tests")]
 mod tests {
     use super::*;
 

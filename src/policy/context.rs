@@ -492,7 +492,6 @@ fn session_record(s: &SessionCounts) -> Result<RestrictedExpression, String> {
 }
 
 #[cfg(test)]
-#[allow(clippy::panic, clippy::indexing_slicing, reason = "tests")]
 mod tests {
     use super::*;
 

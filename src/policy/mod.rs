@@ -40,11 +40,6 @@ mod render;
 mod scope;
 
 #[cfg(test)]
-#[allow(
-    clippy::panic,
-    clippy::indexing_slicing,
-    reason = "a test reports failure by panicking; the crate-wide bans are for non-test code"
-)]
 mod tests;
 
 pub use compile::{PolicySet, StoredPolicy};

@@ -147,11 +147,4 @@ fn push_id(out: &mut Vec<u8>, id: &[u8]) {
 }
 
 #[cfg(test)]
-// Tests state expectations by failing loudly.
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 mod tests;

@@ -314,12 +314,6 @@ pub(crate) fn write_atomically(target: &Path, bytes: &[u8]) -> Result<(), Routin
 
 #[cfg(test)]
 mod tests {
-    #![allow(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::indexing_slicing
-    )]
 
     use super::*;
 

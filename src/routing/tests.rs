@@ -1,13 +1,6 @@
 //! Unit tests of Holdcall's judgement and rewrite: which entries are routed, their connectors
 //! and homes, and the span edits `init` plans.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
 use std::path::{Path, PathBuf};
 
 use super::*;

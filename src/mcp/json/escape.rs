@@ -182,11 +182,4 @@ pub(crate) fn push_json_string(out: &mut Vec<u8>, text: &str) {
 }
 
 #[cfg(test)]
-// Tests state expectations by failing loudly.
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 mod tests;

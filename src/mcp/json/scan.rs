@@ -287,11 +287,4 @@ fn token_end(bytes: &[u8], end: usize) -> Result<usize, ScanError> {
 }
 
 #[cfg(test)]
-// Tests state expectations by failing loudly.
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 mod tests;
