@@ -59,6 +59,7 @@ mod console;
 mod daemon;
 mod demo;
 mod doctor;
+pub mod holdmap;
 pub mod ids;
 mod ipc;
 pub mod journal;

@@ -333,3 +333,65 @@ pub(crate) const CONSOLE_POLICY_HISTORY_MAX: usize = 100;
 /// up. Long enough to ride out a checkpoint or a `verify` scan, short enough that a stuck peer
 /// surfaces as an error well inside the relay's decision budget on the next call.
 pub(crate) const DB_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+// holdmap (src/holdmap/): the `holdmap mcp` server's bounds.
+
+/// Largest request line `holdmap mcp` reads (bytes of JSON, the newline not counted). A larger
+/// line is read through its newline and dropped whole, answered -32600, never split into a second
+/// request. Far above any request a client sends to a port tool.
+pub const HOLDMAP_FRAME_BYTES_MAX: usize = 1024 * 1024;
+
+/// Most messages in one legacy JSON-RPC batch (2025-03-26 and older); a larger batch is refused
+/// whole before any of its messages runs.
+pub const HOLDMAP_BATCH_MAX: usize = 64;
+
+/// How long a stop preview's confirmation handle stays usable (seconds): long enough for a person
+/// to read the plan, short enough that the machine has not moved on.
+pub const HOLDMAP_HANDLE_TTL: Duration = Duration::from_secs(300);
+
+/// Most previews (handles) one session keeps; a new preview evicts the oldest.
+pub const HOLDMAP_HANDLES_MAX: usize = 32;
+
+/// Most ports (or selected agents) one preview may cover; a larger selection gets no handle and
+/// is told to narrow its filter.
+pub const HOLDMAP_PREVIEW_TARGETS_MAX: usize = 128;
+
+/// Most bytes of retained plan one preview may hold (its serialised form); over it, no handle.
+pub const HOLDMAP_PREVIEW_BYTES_MAX: usize = 1024 * 1024;
+
+/// Longest `confirmation_id` accepted (characters); ours are far shorter.
+pub const HOLDMAP_HANDLE_CHARS_MAX: usize = 128;
+
+/// How many ports `find_free_port` tries at and after `near` before it gives up.
+pub const HOLDMAP_FREE_PORT_PROBES_MAX: u16 = 500;
+
+/// Longest and default wait of `wait_for_port` (seconds); the shortest is 0.1 s.
+pub const HOLDMAP_WAIT_MAX: Duration = Duration::from_secs(600);
+pub const HOLDMAP_WAIT_DEFAULT: Duration = Duration::from_secs(30);
+
+/// How often `wait_for_port` looks again while it waits.
+pub const HOLDMAP_WAIT_POLL: Duration = Duration::from_millis(100);
+
+/// The bounded HTTP probe of `explain_port` / `inspect_port`: one GET / on loopback, given up
+/// after this long, reading at most this many bytes of the answer.
+pub const HOLDMAP_PROBE_TIMEOUT: Duration = Duration::from_millis(800);
+pub const HOLDMAP_PROBE_BYTES_MAX: usize = 16 * 1024;
+
+/// How long a stop waits after SIGTERM for the tree to exit before SIGKILL, and after SIGKILL
+/// for the port to be released.
+pub const HOLDMAP_STOP_GRACE: Duration = Duration::from_secs(5);
+pub const HOLDMAP_STOP_KILL_WAIT: Duration = Duration::from_secs(2);
+
+/// Longest prompt argument value (characters) and prompt name (bytes).
+pub const HOLDMAP_PROMPT_VALUE_CHARS_MAX: usize = 512;
+pub const HOLDMAP_PROMPT_NAME_BYTES_MAX: usize = 64;
+
+/// Most concurrently running slow requests (`wait_for_port`, stop executions) one session runs;
+/// past it a new one is answered with a tool error saying so.
+pub const HOLDMAP_PENDING_MAX: usize = 64;
+
+const _: () = assert!(HOLDMAP_FRAME_BYTES_MAX < FRAME_BYTES_MAX);
+const _: () = assert!(HOLDMAP_PREVIEW_BYTES_MAX <= HOLDMAP_FRAME_BYTES_MAX);
+const _: () = assert!(HOLDMAP_WAIT_DEFAULT.as_secs() < HOLDMAP_WAIT_MAX.as_secs());
+const _: () = assert!(HOLDMAP_WAIT_POLL.as_millis() < HOLDMAP_PROBE_TIMEOUT.as_millis());
+const _: () = assert!(HOLDMAP_STOP_KILL_WAIT.as_secs() < HOLDMAP_STOP_GRACE.as_secs());

@@ -27,6 +27,7 @@ mod daemon_lifecycle;
 mod derived_connector;
 mod failclosed;
 mod full_disk;
+mod holdmap;
 mod hostile;
 mod identity;
 mod init;

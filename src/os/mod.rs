@@ -1,6 +1,8 @@
 //! The operating system, read and asked through one API, shared by both binaries: who is on the
-//! other end of a socket (`peer`), what a process runs and who its parent is (`process`), and
-//! a child process group's life: dying with its parent, being stopped (`child`).
+//! other end of a socket (`peer`), what a process runs and who its parent is (`process`), a
+//! child process group's life: dying with its parent, being stopped (`child`), the socket tables
+//! (`sockets`), the whole process table (`procs`), and signals pinned to one process
+//! (`signal`).
 //!
 //! Owns: the kernel's facts, with the syscalls and `/proc` reads behind them. Must never: import
 //! anything Holdcall-specific (only std, crates, and `crate::limits`, `crate::ids`,
@@ -14,6 +16,9 @@
 pub(crate) mod child;
 pub(crate) mod peer;
 pub(crate) mod process;
+pub(crate) mod procs;
+pub(crate) mod signal;
+pub(crate) mod sockets;
 
 /// The error of a call this operating system has no backend for.
 #[cfg_attr(target_os = "linux", allow(dead_code))]

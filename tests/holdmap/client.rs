@@ -1,0 +1,177 @@
+//! A raw client for `holdmap mcp`: the real binary started with an MCP client's minimal
+//! environment (HOME, LOGNAME, PATH, SHELL, TERM, USER only), lines written and read one at a
+//! time, each answer waited for with a deadline (a reader thread per pipe, so a stuck server
+//! fails the test instead of hanging it). stderr is collected for failure messages.
+
+#![allow(dead_code)] // each test file uses a part
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::PATIENCE;
+
+pub(crate) fn holdmap_binary() -> &'static str {
+    env!("CARGO_BIN_EXE_holdmap")
+}
+
+pub(crate) struct Holdmap {
+    pub(crate) child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    pub(crate) home: tempfile::TempDir,
+}
+
+impl Holdmap {
+    /// `holdmap mcp` with a client's minimal environment and a private HOME.
+    pub(crate) fn start() -> Holdmap {
+        Holdmap::start_with(&[])
+    }
+
+    pub(crate) fn start_with(extra_env: &[(&str, &str)]) -> Holdmap {
+        let home = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new(holdmap_binary());
+        cmd.arg("mcp")
+            .env_clear()
+            .env("HOME", home.path())
+            .env("LOGNAME", "holdmap-test")
+            .env("USER", "holdmap-test")
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("SHELL", "/bin/sh")
+            .env("TERM", "dumb")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in extra_env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(stdout);
+            loop {
+                let mut line = String::new();
+                match r.read_line(&mut line) {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {
+                        if tx.send(line).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let mut err_pipe = child.stderr.take().unwrap();
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = String::new();
+            let _ = std::io::Read::read_to_string(&mut err_pipe, &mut buf);
+            sink.lock().unwrap().push_str(&buf);
+        });
+        let stdin = child.stdin.take();
+        Holdmap {
+            child,
+            stdin,
+            lines,
+            stderr,
+            home,
+        }
+    }
+
+    /// Writes `bytes` as they are (the caller adds the newline).
+    pub(crate) fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(bytes).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Writes one JSON value as a line.
+    pub(crate) fn send(&mut self, v: &Value) {
+        let mut line = serde_json::to_vec(v).unwrap();
+        line.push(b'\n');
+        self.send_raw(&line);
+    }
+
+    /// The next line the server writes, parsed; fails after `PATIENCE`.
+    pub(crate) fn recv(&mut self) -> Value {
+        let line = self.recv_line(PATIENCE).unwrap_or_else(|| {
+            panic!(
+                "holdmap wrote nothing within {PATIENCE:?}; stderr:\n{}",
+                self.stderr()
+            )
+        });
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON on stdout ({e}): {line:?}"))
+    }
+
+    /// The next raw line, or `None` if none comes within `wait`.
+    pub(crate) fn recv_line(&mut self, wait: Duration) -> Option<String> {
+        self.lines.recv_timeout(wait).ok()
+    }
+
+    /// Sends a request and returns its answer, which must be the next line (for concurrent
+    /// requests, use `send` and `recv`).
+    pub(crate) fn request(&mut self, id: i64, method: &str, params: Value) -> Value {
+        self.send(&serde_json::json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}));
+        let answer = self.recv();
+        assert_eq!(
+            answer["id"],
+            serde_json::json!(id),
+            "answer to another id: {answer}"
+        );
+        answer
+    }
+
+    /// `initialize` at `version`, then `notifications/initialized`; the initialize result.
+    pub(crate) fn initialize(&mut self, version: &str) -> Value {
+        let answer = self.request(
+            0,
+            "initialize",
+            serde_json::json!({"protocolVersion":version,"capabilities":{},"clientInfo":{"name":"t","version":"1"}}),
+        );
+        self.send(&serde_json::json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+        answer["result"].clone()
+    }
+
+    /// A `tools/call`; the whole answer.
+    pub(crate) fn call(&mut self, id: i64, tool: &str, arguments: Value) -> Value {
+        self.request(
+            id,
+            "tools/call",
+            serde_json::json!({"name":tool,"arguments":arguments}),
+        )
+    }
+
+    /// Closes stdin: the server should then exit 0.
+    pub(crate) fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    pub(crate) fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Closes stdin and waits for the exit status (fails after `PATIENCE`).
+    pub(crate) fn finish(mut self) -> std::process::ExitStatus {
+        self.close_stdin();
+        let mut status = None;
+        crate::common::eventually("holdmap exits after its stdin closed", || {
+            status = self.child.try_wait().unwrap();
+            status.is_some()
+        });
+        status.unwrap()
+    }
+}
+
+impl Drop for Holdmap {
+    fn drop(&mut self) {
+        // Our own child, by its pid.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,1 @@
+//! holdmap tests: linking (filled in by issue 14's work).

@@ -1,0 +1,1 @@
+//! holdmap tests: ports (filled in by issue 14's work).

@@ -1,0 +1,1 @@
+//! holdmap tests: topology (filled in by issue 14's work).

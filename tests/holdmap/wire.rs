@@ -1,0 +1,1 @@
+//! holdmap tests: wire (filled in by issue 14's work).
