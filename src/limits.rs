@@ -395,3 +395,9 @@ const _: () = assert!(HOLDMAP_PREVIEW_BYTES_MAX <= HOLDMAP_FRAME_BYTES_MAX);
 const _: () = assert!(HOLDMAP_WAIT_DEFAULT.as_secs() < HOLDMAP_WAIT_MAX.as_secs());
 const _: () = assert!(HOLDMAP_WAIT_POLL.as_millis() < HOLDMAP_PROBE_TIMEOUT.as_millis());
 const _: () = assert!(HOLDMAP_STOP_KILL_WAIT.as_secs() < HOLDMAP_STOP_GRACE.as_secs());
+
+// added by stops
+/// How often a stop looks again whether its signalled processes have exited and whether the
+/// port is free: often enough that a stop ends soon after the tree does.
+pub const HOLDMAP_STOP_POLL: Duration = Duration::from_millis(50);
+const _: () = assert!(HOLDMAP_STOP_POLL.as_millis() < HOLDMAP_STOP_KILL_WAIT.as_millis());
