@@ -81,10 +81,11 @@ pub(crate) fn execute(world: &dyn World, pacer: &dyn Pacer, retained: &RetainedP
             .zip(&retained.plans)
             .all(|(f, r)| same_effects(f, r) && acceptable(&retained.request, r));
     if !unchanged {
-        return Outcome::Failed(format!(
-            "The owners changed since the preview; nothing was stopped. Review a new preview. \
-             {NEW_PREVIEW}"
-        ));
+        return Outcome::Failed(
+            "Nothing was stopped: the owners changed since the preview; review a new preview. \
+             The confirmation was used."
+                .to_owned(),
+        );
     }
     let mut report = Report::default();
     let mut completed = 0usize;

@@ -254,7 +254,10 @@ fn a_changed_owner_signals_nothing_and_consumes_the_handle() {
         .edit(|snap| snap.procs.get_mut(&1202).unwrap().start_ticks += 1);
     let args = json!({"port": 5173, "dry_run": false, "confirmation_id": id});
     let out = s.call("stop_port", args.clone());
-    assert!(failed(&out).contains("the owners changed since the preview"));
+    assert!(
+        failed(&out).contains("the owners changed since the preview"),
+        "{out:?}"
+    );
     assert!(failed(&out).contains("review a new preview"));
     assert!(s.signals().is_empty());
     assert!(failed(&s.call("stop_port", args)).contains(NO_HANDLE));
