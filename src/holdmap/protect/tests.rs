@@ -262,3 +262,33 @@ fn a_process_a_session_runs_under_is_soft_protected_as_its_host() {
         reason(&s, 1600)
     );
 }
+
+#[test]
+fn a_container_port_forwarder_and_a_jetbrains_ide_are_soft_protected() {
+    let mut s = machine();
+    add(
+        &mut s,
+        process(1700, 1, 1000, "rootlessport", &["rootlessport"], "/"),
+    );
+    add(
+        &mut s,
+        process(
+            1701,
+            1,
+            1000,
+            "java",
+            &["/opt/idea/jbr/bin/java", "-Xmx2g", "com.intellij.idea.Main"],
+            "/",
+        ),
+    );
+    assert!(
+        reason(&s, 1700).contains("stop the container itself"),
+        "{}",
+        reason(&s, 1700)
+    );
+    assert!(
+        reason(&s, 1701).starts_with("an editor or IDE"),
+        "{}",
+        reason(&s, 1701)
+    );
+}
