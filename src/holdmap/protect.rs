@@ -95,7 +95,13 @@ impl<'a> Guard<'a> {
                 hosts.entry(ancestor).or_insert(pid);
             }
         }
-        let mine = snap.descendants(snap.me.pid).into_iter().collect();
+        // A snapshot that does not know holdmap's own pid (0) must not read every process as
+        // holdmap's child.
+        let mine = if snap.me.pid > 1 {
+            snap.descendants(snap.me.pid).into_iter().collect()
+        } else {
+            HashSet::new()
+        };
         Guard {
             snap,
             sessions,
