@@ -99,6 +99,7 @@ const RULES: &[Rule] = &[
     Rule("gunicorn", AnyArg(&["--reload"]), "gunicorn", Dev),
     Rule("gunicorn", Always, "gunicorn", App),
     Rule("manage", AnyArg(&["runserver"]), "django", Dev),
+    Rule("django", AnyArg(&["runserver"]), "django", Dev),
     Rule("django-admin", AnyArg(&["runserver"]), "django", Dev),
     Rule("streamlit", Always, "streamlit", Dev),
     Rule("mkdocs", AnyArg(&["serve"]), "mkdocs", Dev),
@@ -172,6 +173,8 @@ const RULES: &[Rule] = &[
     Rule("gvproxy", Always, "gvproxy", App),
     Rule("slirp4netns", Always, "slirp4netns", App),
     Rule("pasta", Always, "pasta", App),
+    Rule("vpnkit", Always, "vpnkit", App),
+    Rule("wslrelay", Always, "wslrelay", App),
     Rule("ollama", Always, "ollama", App),
     Rule("etcd", Always, "etcd", App),
     Rule("minio", Always, "minio", App),
@@ -267,10 +270,43 @@ pub(crate) fn basename(path: &str) -> &str {
 }
 
 /// The program a command's first word names: its basename, and for a process that rewrote
-/// its command line (`sshd: u@pts/0`, `nginx: master process …`) the word before the colon.
+/// its command line into one string (`sshd: u@pts/0`, `nginx: master process …`,
+/// `next-server (v15.0.3)`, `redis-server *:6379`) the word before the colon or the space. An
+/// absolute path is taken whole first, since a folder in it may have a space.
 pub(crate) fn program(argv0: &str) -> &str {
     let head = argv0.split(": ").next().unwrap_or(argv0);
-    basename(head)
+    if head.starts_with('/') {
+        basename(head).split(' ').next().unwrap_or_default()
+    } else {
+        basename(head.split(' ').next().unwrap_or_default())
+    }
+}
+
+/// Container port forwarders: they hold a port a container publishes; stopping one breaks the
+/// container's port instead of stopping the container.
+const FORWARDERS: &[&str] = &[
+    "docker-proxy",
+    "rootlessport",
+    "rootlessport-child",
+    "gvproxy",
+    "slirp4netns",
+    "pasta",
+    "pasta.avx2",
+    "vpnkit",
+    "vpnkit-bridge",
+    "limactl",
+    "wslrelay",
+    "com.docker.backend",
+    "com.docker.vpnkit",
+];
+
+/// Whether `p` forwards a container's published port.
+pub(crate) fn is_container_forwarder(p: &Proc) -> bool {
+    let name = shown_name(p).to_ascii_lowercase();
+    let argv0 = p.argv.first().map(|a| program(a).to_ascii_lowercase());
+    FORWARDERS
+        .iter()
+        .any(|f| name == *f || argv0.as_deref() == Some(*f))
 }
 
 /// The process's name as a person knows it: the kernel's name (`comm`) is cut to 15 bytes, so

@@ -95,7 +95,13 @@ impl<'a> Guard<'a> {
                 hosts.entry(ancestor).or_insert(pid);
             }
         }
-        let mine = snap.descendants(snap.me.pid).into_iter().collect();
+        // A snapshot that does not know holdmap's own pid (0) must not read every process as
+        // holdmap's child.
+        let mine = if snap.me.pid > 1 {
+            snap.descendants(snap.me.pid).into_iter().collect()
+        } else {
+            HashSet::new()
+        };
         Guard {
             snap,
             sessions,
@@ -147,6 +153,12 @@ impl<'a> Guard<'a> {
         }
         if let Some(kind) = self.sessions.get(&pid) {
             return soft(format!("{kind} ({})", named(pid)));
+        }
+        if framework::is_container_forwarder(p) {
+            return soft(format!(
+                "a container's port forwarder ({}): stop the container itself instead",
+                named(pid)
+            ));
         }
         if is_system_daemon(p, &name) {
             return soft(format!("a system service ({})", named(pid)));
@@ -382,7 +394,10 @@ pub(crate) fn session_kind(p: &Proc) -> Option<&'static str> {
         return Some("a terminal");
     }
     let headless = p.argv.iter().any(|a| a == "--headless");
-    if (is(EDITORS) && !headless) || first_args().any(|a| IDE_MARKERS.iter().any(|m| a.contains(m)))
+    if (is(EDITORS) && !headless)
+        || first_args().any(|a| IDE_MARKERS.iter().any(|m| a.contains(m)))
+        // A JetBrains IDE runs as `java … com.intellij.idea.Main`.
+        || p.argv.iter().any(|a| a == "com.intellij.idea.Main")
     {
         return Some("an editor or IDE");
     }

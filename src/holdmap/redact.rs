@@ -70,7 +70,21 @@ fn is_secret_query_key(key: &str) -> bool {
 
 /// The command line as one shown string, redacted, control characters made visible, each
 /// argument with a space in it (or empty) single-quoted.
+///
+/// A process that rewrote its command line into one string with spaces (`nginx: master
+/// process …`, a `setproctitle` title) is read as words, so a `--password x` inside it is still
+/// seen, and shown unquoted.
 pub(crate) fn redact_argv(argv: &[String]) -> String {
+    if let [title] = argv
+        && title.contains(' ')
+    {
+        let words: Vec<String> = title.split(' ').map(str::to_owned).collect();
+        return redact_args(&words)
+            .iter()
+            .map(|w| text::visible(w))
+            .collect::<Vec<_>>()
+            .join(" ");
+    }
     redact_args(argv)
         .iter()
         .map(|a| shown(a))

@@ -179,3 +179,45 @@ fn a_kernel_name_cut_to_fifteen_bytes_is_restored_from_the_command() {
     );
     assert_eq!(shown_name(&renamed), "short");
 }
+
+#[test]
+fn a_process_that_rewrote_its_title_is_named_by_the_title_s_first_word() {
+    assert_eq!(
+        of("next-server (v1", &["next-server (v15.0.3)"]),
+        Some(("next", Dev))
+    );
+    assert_eq!(
+        of("python3", &["python3", "-m", "django", "runserver"]),
+        Some(("django", Dev))
+    );
+    assert_eq!(program("/opt/My Tools/bin/srv --flag"), "srv");
+    assert_eq!(program("tmux: server"), "tmux");
+}
+
+#[test]
+fn container_forwarders_are_recognised_by_name() {
+    assert!(is_container_forwarder(&process(
+        2000,
+        1,
+        1000,
+        "rootlessport",
+        &["rootlessport"],
+        "/"
+    )));
+    assert!(is_container_forwarder(&process(
+        2000,
+        1,
+        0,
+        "docker-proxy",
+        &["/usr/bin/docker-proxy", "-proto", "tcp"],
+        "/"
+    )));
+    assert!(!is_container_forwarder(&process(
+        2000,
+        1,
+        1000,
+        "node",
+        &["node", "x.js"],
+        "/"
+    )));
+}

@@ -322,3 +322,24 @@ fn a_malformed_filter_term_is_an_error_in_words() {
             .contains("proto:udp")
     );
 }
+
+#[test]
+fn a_port_a_container_forwarder_holds_is_protected_and_not_a_dev_server() {
+    let mut s = machine();
+    add(
+        &mut s,
+        process(
+            2000,
+            1,
+            1000,
+            "rootlessport",
+            &["rootlessport"],
+            "/home/u/app",
+        ),
+    );
+    listen(&mut s, "0.0.0.0:8080", 2000);
+    let l = only(&s);
+    assert!(!l.is_dev);
+    assert_eq!(l.exposure, Exposure::AllInterfaces);
+    assert_eq!(l.protected.map(|p| p.level), Some(Level::Soft));
+}

@@ -109,12 +109,24 @@ fn a_login_shell_is_protected_and_its_login_host_too_but_sh_dash_c_is_not() {
             "/p",
         ),
     );
+    // A dev server run straight from the login shell.
+    add(
+        &mut s,
+        process(
+            1306,
+            1200,
+            1000,
+            "python3",
+            &["python3", "-m", "http.server"],
+            "/p",
+        ),
+    );
     assert_eq!(level(&s, 1200), Some(Level::Soft));
     assert!(reason(&s, 1200).starts_with("an interactive shell (bash, pid 1200)"));
     assert_eq!(level(&s, 1100), Some(Level::Soft));
     assert_eq!(level(&s, 1304), Some(Level::Soft));
     assert_eq!(level(&s, 1305), Some(Level::Soft));
-    for pid in [1300, 1301, 1302, 1303] {
+    for pid in [1300, 1301, 1302, 1303, 1306] {
         assert_eq!(protection(&s, pid), None, "pid {pid}");
     }
 }
@@ -261,4 +273,45 @@ fn a_process_a_session_runs_under_is_soft_protected_as_its_host() {
         "{}",
         reason(&s, 1600)
     );
+}
+
+#[test]
+fn a_container_port_forwarder_and_a_jetbrains_ide_are_soft_protected() {
+    let mut s = machine();
+    add(
+        &mut s,
+        process(1700, 1, 1000, "rootlessport", &["rootlessport"], "/"),
+    );
+    add(
+        &mut s,
+        process(
+            1701,
+            1,
+            1000,
+            "java",
+            &["/opt/idea/jbr/bin/java", "-Xmx2g", "com.intellij.idea.Main"],
+            "/",
+        ),
+    );
+    assert!(
+        reason(&s, 1700).contains("stop the container itself"),
+        "{}",
+        reason(&s, 1700)
+    );
+    assert!(
+        reason(&s, 1701).starts_with("an editor or IDE"),
+        "{}",
+        reason(&s, 1701)
+    );
+}
+
+#[test]
+fn a_snapshot_that_does_not_know_holdmap_s_pid_does_not_read_everything_as_its_child() {
+    let mut s = machine();
+    s.me = crate::holdmap::model::Me::default();
+    add(
+        &mut s,
+        process(2000, 1, 1000, "node", &["node", "x.js"], "/"),
+    );
+    assert_eq!(protection(&s, 2000), None);
 }

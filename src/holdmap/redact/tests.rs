@@ -149,3 +149,15 @@ fn arguments_with_spaces_are_quoted_and_the_rest_joined_by_spaces() {
     assert_eq!(r(&["x", ""]), "x ''");
     assert_eq!(r(&[]), "");
 }
+
+#[test]
+fn a_command_line_rewritten_into_one_title_is_read_as_words() {
+    assert_eq!(
+        r(&["myapp --password hunter2 --port 3"]),
+        "myapp --password •••• --port 3"
+    );
+    assert_eq!(
+        r(&["nginx: master process /usr/sbin/nginx"]),
+        "nginx: master process /usr/sbin/nginx"
+    );
+}
