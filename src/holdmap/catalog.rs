@@ -131,16 +131,23 @@ pub(crate) fn named_tools(text: &str) -> Vec<String> {
     out
 }
 
-/// Fails the calling test when `text` names a tool that is not one of the issue's nine, or,
-/// once the tool modules have filled the catalog, not in `catalog()`.
+/// Fails the calling test when `text` names a tool that is not one of the issue's nine, or one
+/// whose module has filled in its `TOOLS` without it. Checked per module, so a branch that has
+/// merged only some of the tool modules still passes, and the full catalog is held to it.
 #[cfg(test)]
 pub(crate) fn check_names_only_known_tools(text: &str, place: &str) {
+    let landed = |name: &str| {
+        let module: &[Tool] = match name {
+            "get_topology" | "plan_cluster_stop" => crate::holdmap::topology::TOOLS,
+            "stop_port" | "stop_agent_ports" => crate::holdmap::stop::TOOLS,
+            _ => crate::holdmap::ports::TOOLS,
+        };
+        !module.is_empty()
+    };
     let names = named_tools(text);
     let missing: Vec<&String> = names
         .iter()
-        .filter(|n| {
-            !ISSUE_TOOLS.contains(&n.as_str()) || (!catalog().is_empty() && find(n).is_none())
-        })
+        .filter(|n| !ISSUE_TOOLS.contains(&n.as_str()) || (landed(n) && find(n).is_none()))
         .collect();
     assert!(
         missing.is_empty(),

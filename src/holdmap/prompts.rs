@@ -280,7 +280,7 @@ fn arguments(prompt: &Prompt, given: Option<&Value>) -> Result<Map<String, Value
         };
         let Some(value) = value else {
             if argument.required {
-                return Err(format!("`{path}` is required: {}", argument.description));
+                return Err(format!("`{path}` is required. {}", argument.description));
             }
             continue;
         };
