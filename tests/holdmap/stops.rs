@@ -73,18 +73,12 @@ impl Server {
 
     /// `python3 -m http.server` replacing its shell.
     fn http(port: u16) -> Server {
-        Server::start(
-            port,
-            "exec python3 -m http.server --bind 127.0.0.1 PORT",
-        )
+        Server::start(port, "exec python3 -m http.server --bind 127.0.0.1 PORT")
     }
 
     /// The same below a shell that stays (`sh -c '…; true'`): a two-process tree.
     fn http_tree(port: u16) -> Server {
-        Server::start(
-            port,
-            "python3 -m http.server --bind 127.0.0.1 PORT; true",
-        )
+        Server::start(port, "python3 -m http.server --bind 127.0.0.1 PORT; true")
     }
 
     /// A listener that ignores SIGTERM.
@@ -230,7 +224,10 @@ fn a_replayed_handle_stops_nothing() {
     let mut second = Server::http(port);
     let text = tool_error(&h.call(3, "stop_port", args));
     assert!(text.contains("no such handle in this session"), "{text}");
-    assert!(second.exited().is_none(), "the replay stopped the new server");
+    assert!(
+        second.exited().is_none(),
+        "the replay stopped the new server"
+    );
     assert!(accepts(port));
 }
 
@@ -245,7 +242,10 @@ fn a_changed_owner_after_the_preview_is_refused() {
     let mut second = Server::http(port);
     let args = json!({"port": port, "dry_run": false, "confirmation_id": id});
     let text = tool_error(&h.call(2, "stop_port", args.clone()));
-    assert!(text.contains("the owners changed since the preview"), "{text}");
+    assert!(
+        text.contains("the owners changed since the preview"),
+        "{text}"
+    );
     assert!(second.exited().is_none(), "the new owner was stopped");
     let again = tool_error(&h.call(3, "stop_port", args));
     assert!(again.contains("no such handle"), "consumed: {again}");
@@ -359,7 +359,11 @@ fn a_preview_of_pid_1s_ports_is_refused_and_issues_no_handle() {
         assert_refused_without_handle(&answer);
     }
     // Always checked, whether or not PID 1 listens: a port nothing holds gets no handle either.
-    let answer = h.call(2, "stop_port", json!({"port": free_port(), "dry_run": true}));
+    let answer = h.call(
+        2,
+        "stop_port",
+        json!({"port": free_port(), "dry_run": true}),
+    );
     assert_refused_without_handle(&answer);
 }
 
@@ -485,7 +489,9 @@ fn a_port_holdmap_itself_holds_is_refused_and_issues_no_handle() {
     assert_refused_without_handle(&answer);
     assert_eq!(
         i64::from(b.child.id()),
-        structured(&answer)["plans"][0]["owners"][0]["pid"].as_i64().unwrap(),
+        structured(&answer)["plans"][0]["owners"][0]["pid"]
+            .as_i64()
+            .unwrap(),
         "the owner is holdmap itself: {answer}"
     );
 }
