@@ -101,12 +101,20 @@ fn assemble(
     // their descriptors are closed to everyone but root: leaving them out keeps the count to
     // processes whose sockets could be missing. A process that exited during the scan is no
     // longer in the table and is not counted either.
-    let unreadable_foreign = owners
+    let mut unreadable_foreign = 0usize;
+    let mut unreadable_own = 0usize;
+    for p in owners
         .unreadable_pids
         .iter()
         .filter_map(|pid| snapshot.procs.get(pid))
-        .filter(|p| p.pid != 2 && p.ppid != 2 && p.uid != Some(me_uid))
-        .count();
+        .filter(|p| p.pid != 2 && p.ppid != 2)
+    {
+        if p.uid == Some(me_uid) {
+            unreadable_own += 1;
+        } else {
+            unreadable_foreign += 1;
+        }
+    }
     let mut unexplained = snapshot.hidden_sockets;
     if unreadable_foreign > 0 {
         unexplained -= hidden_foreign;
@@ -119,9 +127,21 @@ fn assemble(
         ));
     }
     if unexplained > 0 {
+        // A process of ours can hide its open files too (a program that makes itself not
+        // dumpable, like ssh-agent); say so only when one did.
+        let why = match unreadable_own {
+            0 => {
+                "sockets of the kernel or of other containers, or closed during the scan".to_owned()
+            }
+            n => format!(
+                "{n} of your own processes {} open files private; the rest belong to the \
+                 kernel or closed during the scan",
+                plural(n, "keeps its", "keep their"),
+            ),
+        };
         snapshot.warnings.push(format!(
-            "{unexplained} {} held by no process holdmap could read (sockets of the kernel, or \
-             closed during the scan); counted as hidden_sockets",
+            "{unexplained} {} held by no process holdmap could read ({why}); counted as \
+             hidden_sockets",
             plural(unexplained, "socket is", "sockets are"),
         ));
     }
@@ -189,6 +209,41 @@ mod tests {
     }
 
     #[test]
+    fn a_process_of_ours_that_hides_its_files_is_named_as_a_reason() {
+        use crate::holdmap::model::fixture::process;
+        let table = vec![
+            process(900, 1, 1000, "holdmap", &["holdmap", "mcp"], "/"),
+            process(910, 1, 1000, "ssh-agent", &["ssh-agent"], "/"),
+        ];
+        let tables = sockets::Tables {
+            rows: vec![row(7000, 1000, 21, SocketState::Listen)],
+            problems: Vec::new(),
+        };
+        let owners = sockets::Owners {
+            by_inode: Default::default(),
+            unreadable: 2,
+            unreadable_pids: vec![910, 4242],
+        };
+        let me = Me {
+            pid: 900,
+            uid: 1000,
+            ancestors: Vec::new(),
+        };
+        let s = assemble(7, me, table, tables, &owners);
+        assert_eq!(s.me.ancestors, vec![1]);
+        assert_eq!(s.hidden_sockets, 1);
+        assert_eq!(
+            s.warnings,
+            vec![
+                "1 socket is held by no process holdmap could read (1 of your own processes \
+                 keeps its open files private; the rest belong to the kernel or closed during the \
+                 scan); counted as hidden_sockets"
+                    .to_owned()
+            ]
+        );
+    }
+
+    #[test]
     fn sockets_of_unreadable_accounts_are_counted_hidden_and_said_in_words() {
         use crate::holdmap::model::fixture::process;
         let table = vec![
@@ -238,8 +293,8 @@ mod tests {
                  to them); their 3 sockets are counted as hidden_sockets, with no owner shown. \
                  Run holdmap as that account, or as root, to see them"
                     .to_owned(),
-                "1 socket is held by no process holdmap could read (sockets of the kernel, or \
-                 closed during the scan); counted as hidden_sockets"
+                "1 socket is held by no process holdmap could read (sockets of the kernel or of \
+                 other containers, or closed during the scan); counted as hidden_sockets"
                     .to_owned(),
             ]
         );

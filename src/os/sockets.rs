@@ -120,7 +120,16 @@ pub(crate) fn read_tables() -> std::io::Result<Tables> {
                 let text = String::from_utf8_lossy(whole_lines(&buf, cut));
                 out.rows.extend(parse_table(&text, protocol));
             }
-            Err(e) => out.problems.push(format!("{shown} could not be read: {e}")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && path.ends_with('6') => {
+                out.problems.push(format!(
+                    "{shown} does not exist (IPv6 is turned off here), so no IPv6 {} socket is \
+                     listed",
+                    protocol.as_str().to_uppercase()
+                ));
+            }
+            Err(e) => out.problems.push(format!(
+                "{shown} could not be read ({e}), so its sockets are not listed"
+            )),
         }
     }
     if !read_any {
