@@ -100,6 +100,15 @@ fn parse_real_uid(status: &[u8]) -> Option<u32> {
         .and_then(|v| v.parse().ok())
 }
 
+/// The thread-group id (`Tgid:`): the pid of the process a thread belongs to.
+fn parse_tgid(status: &[u8]) -> Option<i32> {
+    status
+        .split(|&b| b == b'\n')
+        .find_map(|l| l.strip_prefix(b"Tgid:"))
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// A command line: NUL-separated arguments, the last one NUL-terminated (a process that
 /// rewrote its argv may leave no NULs at all: then it is one argument).
 fn parse_cmdline(bytes: &[u8]) -> Vec<String> {
@@ -118,7 +127,7 @@ mod linux {
     use std::fmt::Write as _;
     use std::io::Read as _;
 
-    use super::{Proc, Stat, parse_cmdline, parse_real_uid, parse_stat};
+    use super::{Proc, Stat, parse_cmdline, parse_real_uid, parse_stat, parse_tgid};
     use crate::limits;
 
     /// Buffers reused from one process to the next.
@@ -174,6 +183,9 @@ mod linux {
         pub(super) fn proc(&mut self, pid: i32) -> Option<Proc> {
             let stat = self.stat(pid)?;
             let uid = match self.read(pid, "status", limits::PROC_STATUS_BYTES_MAX) {
+                // `/proc/<tid>` of a thread opens too (it is only left out of the listing): a
+                // thread is not a process of the table.
+                Ok(()) if parse_tgid(&self.buf).is_some_and(|tgid| tgid != pid) => return None,
                 Ok(()) => parse_real_uid(&self.buf),
                 Err(e) if vanished(&e) => return None,
                 Err(_) => None,
@@ -372,6 +384,28 @@ mod tests {
         assert!(all.iter().any(|p| p.pid == me));
         assert!(all.iter().any(|p| p.pid == nix::unistd::getppid().as_raw()));
         assert!(all.windows(2).all(|w| w[0].pid < w[1].pid));
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_thread_is_not_a_process() {
+        let tid = std::thread::spawn(|| nix::unistd::gettid().as_raw())
+            .join()
+            .unwrap();
+        // The thread has exited; a thread that is still running is refused the same way.
+        assert_eq!(one(tid), None);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            tx.send(nix::unistd::gettid().as_raw()).unwrap();
+            done_rx.recv().unwrap();
+        });
+        let tid = rx.recv().unwrap();
+        assert!(std::path::Path::new(&format!("/proc/{tid}/stat")).exists());
+        assert_eq!(one(tid), None);
+        done_tx.send(()).unwrap();
+        t.join().unwrap();
+        assert_eq!(parse_tgid(b"Name:\tx\nTgid:\t77\nPid:\t78\n"), Some(77));
     }
 
     #[test]
