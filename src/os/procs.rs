@@ -213,41 +213,56 @@ mod linux {
         }
     }
 
-    pub(super) fn all() -> std::io::Result<Vec<Proc>> {
+    pub(super) fn pids() -> std::io::Result<Vec<i32>> {
         let dir = std::fs::read_dir("/proc")
             .map_err(|e| std::io::Error::new(e.kind(), format!("/proc cannot be read: {e}")))?;
-        let mut reader = Reader::new();
-        let mut out = Vec::new();
-        for entry in dir.flatten() {
-            let name = entry.file_name();
-            let Some(pid) = name
-                .to_str()
-                .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|n| n.parse::<i32>().ok())
-            else {
-                continue;
-            };
-            if let Some(p) = reader.proc(pid) {
-                out.push(p);
-                if out.len() >= limits::HOLDMAP_PROCS_MAX {
-                    break;
-                }
-            }
-        }
-        out.sort_unstable_by_key(|p| p.pid);
+        let mut out: Vec<i32> = dir
+            .flatten()
+            .filter_map(|entry| {
+                let name = entry.file_name();
+                name.to_str()
+                    .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|n| n.parse::<i32>().ok())
+            })
+            .take(limits::HOLDMAP_PROCS_MAX)
+            .collect();
+        out.sort_unstable();
         Ok(out)
+    }
+
+    pub(super) fn read(pids: &[i32]) -> Vec<Proc> {
+        let mut reader = Reader::new();
+        pids.iter().filter_map(|&pid| reader.proc(pid)).collect()
     }
 }
 
-/// Every process `/proc` lists now. An error only when `/proc` itself cannot be read.
+/// The pids `/proc` lists now, in order (threads are not listed). An error only when `/proc`
+/// itself cannot be read.
 #[cfg(target_os = "linux")]
-pub(crate) fn all() -> std::io::Result<Vec<Proc>> {
-    linux::all()
+pub(crate) fn pids() -> std::io::Result<Vec<i32>> {
+    linux::pids()
 }
 
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn all() -> std::io::Result<Vec<Proc>> {
+pub(crate) fn pids() -> std::io::Result<Vec<i32>> {
     Err(crate::os::unsupported("reading the process table"))
+}
+
+/// The processes among `pids` that still exist, in the order given (one that exited since it
+/// was listed is left out).
+#[cfg(target_os = "linux")]
+pub(crate) fn read(pids: &[i32]) -> Vec<Proc> {
+    linux::read(pids)
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn read(_pids: &[i32]) -> Vec<Proc> {
+    Vec::new()
+}
+
+/// Every process `/proc` lists now. An error only when `/proc` itself cannot be read.
+pub(crate) fn all() -> std::io::Result<Vec<Proc>> {
+    Ok(read(&pids()?))
 }
 
 /// One process now; `None` if it does not exist (or its `stat` cannot be read).
