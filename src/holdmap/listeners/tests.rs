@@ -34,6 +34,26 @@ fn a_socket_held_by_a_parent_and_its_child_is_one_listener_owned_by_the_parent()
 }
 
 #[test]
+fn a_grandchild_holding_the_socket_of_a_higher_numbered_grandparent_names_the_grandparent() {
+    let mut s = machine();
+    add(
+        &mut s,
+        process(3000, 800, 1000, "gunicorn", &["gunicorn", "app:app"], "/"),
+    );
+    add(
+        &mut s,
+        process(2500, 3000, 1000, "sh", &["sh", "-c", "x"], "/"),
+    );
+    add(
+        &mut s,
+        process(2400, 2500, 1000, "gunicorn", &["gunicorn", "app:app"], "/"),
+    );
+    listen(&mut s, "127.0.0.1:8000", 3000);
+    s.sockets.last_mut().unwrap().pids = vec![2400, 3000];
+    assert_eq!(only(&s).pid, Some(3000));
+}
+
+#[test]
 fn one_owner_on_v4_and_v6_is_one_listener_with_both_addresses_sorted() {
     let mut s = machine();
     add(
