@@ -395,3 +395,15 @@ const _: () = assert!(HOLDMAP_PREVIEW_BYTES_MAX <= HOLDMAP_FRAME_BYTES_MAX);
 const _: () = assert!(HOLDMAP_WAIT_DEFAULT.as_secs() < HOLDMAP_WAIT_MAX.as_secs());
 const _: () = assert!(HOLDMAP_WAIT_POLL.as_millis() < HOLDMAP_PROBE_TIMEOUT.as_millis());
 const _: () = assert!(HOLDMAP_STOP_KILL_WAIT.as_secs() < HOLDMAP_STOP_GRACE.as_secs());
+
+// added by topo
+/// Longest cluster name `get_topology` gives (characters, before a `-2`-style suffix that makes
+/// it unique): a project or process name shown as is, shortened so that it stays well inside
+/// `plan_cluster_stop`'s 256-character argument.
+pub const HOLDMAP_CLUSTER_NAME_CHARS_MAX: usize = 128;
+/// Longest `cluster` argument `plan_cluster_stop` accepts (characters).
+pub const HOLDMAP_CLUSTER_ARG_CHARS_MAX: usize = 256;
+/// Most cluster names an unknown-cluster error lists before "and N more".
+pub const HOLDMAP_CLUSTER_NAMES_LISTED_MAX: usize = 50;
+
+const _: () = assert!(HOLDMAP_CLUSTER_NAME_CHARS_MAX + 16 <= HOLDMAP_CLUSTER_ARG_CHARS_MAX);
