@@ -396,6 +396,26 @@ const _: () = assert!(HOLDMAP_WAIT_DEFAULT.as_secs() < HOLDMAP_WAIT_MAX.as_secs(
 const _: () = assert!(HOLDMAP_WAIT_POLL.as_millis() < HOLDMAP_PROBE_TIMEOUT.as_millis());
 const _: () = assert!(HOLDMAP_STOP_KILL_WAIT.as_secs() < HOLDMAP_STOP_GRACE.as_secs());
 
+// added by judge
+/// Most folders `project_of` climbs from a working directory looking for a project marker (and
+/// for the enclosing `.git`): deeper than any real checkout, bounded so a deep path costs little.
+pub const HOLDMAP_PROJECT_LEVELS_MAX: usize = 32;
+
+/// Most bytes of a `package.json` read for its `name`; a larger one is named after its folder.
+pub const HOLDMAP_PACKAGE_JSON_BYTES_MAX: u64 = 256 * 1024;
+
+/// Most bytes read of a `.git/HEAD` or a `.git` file (`gitdir: …`): both are one short line.
+pub const HOLDMAP_GIT_HEAD_BYTES_MAX: u64 = 4096;
+
+/// Largest inline JSON argument (bytes) redaction parses to mask values by key; a larger one is
+/// masked whole, since it cannot be checked within the bound.
+pub const HOLDMAP_INLINE_JSON_BYTES_MAX: usize = 64 * 1024;
+
+/// Deepest nesting of an inline JSON argument redaction walks; a deeper one is masked whole.
+pub const HOLDMAP_INLINE_JSON_DEPTH_MAX: usize = 32;
+
+const _: () = assert!(HOLDMAP_INLINE_JSON_BYTES_MAX < HOLDMAP_FRAME_BYTES_MAX);
+
 // added by topo
 /// Longest cluster name `get_topology` gives (characters, before a `-2`-style suffix that makes
 /// it unique): a project or process name shown as is, shortened so that it stays well inside
