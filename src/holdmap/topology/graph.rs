@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
 
-use crate::holdmap::framework::{Category, framework_of};
+use crate::holdmap::framework::{Category, framework_of, shown_name};
 use crate::holdmap::listeners::Listener;
 use crate::holdmap::model::Snapshot;
 use crate::holdmap::project::project_of;
@@ -297,44 +297,56 @@ impl Graph {
             .copied()
             .filter(|i| self.nodes.get(*i).is_some_and(|n| n.kind == Kind::Service))
             .collect();
+        let member: HashSet<usize> = services.iter().copied().collect();
+        // For each service, how many of the cluster's services that depend on it still run,
+        // and whom each depends on (edges are unique per (from, to)).
+        let mut running: HashMap<usize, usize> = services.iter().map(|i| (*i, 0)).collect();
+        let mut depends_on: HashMap<usize, Vec<usize>> = HashMap::new();
+        for e in &self.edges {
+            if e.from != e.to && member.contains(&e.from) && member.contains(&e.to) {
+                *running.entry(e.to).or_insert(0) += 1;
+                depends_on.entry(e.from).or_default().push(e.to);
+            }
+        }
         let mut stopped: HashSet<usize> = HashSet::new();
         let mut order = Vec::with_capacity(services.len());
         let mut notes = Vec::new();
-        // Dependents of `b` not stopped yet: services of the cluster with an edge into `b`.
-        let running_dependents = |b: usize, stopped: &HashSet<usize>| {
-            self.edges
-                .iter()
-                .filter(|e| {
-                    e.to == b
-                        && e.from != b
-                        && !stopped.contains(&e.from)
-                        && services.contains(&e.from)
-                })
-                .count()
-        };
         while order.len() < services.len() {
-            let remaining: Vec<usize> = services
-                .iter()
-                .copied()
-                .filter(|i| !stopped.contains(i))
-                .collect();
-            let ready = remaining
-                .iter()
-                .copied()
-                .find(|i| running_dependents(*i, &stopped) == 0);
-            let next = match ready {
+            let remaining = || services.iter().copied().filter(|i| !stopped.contains(i));
+            let dependents = |i: usize| running.get(&i).copied().unwrap_or(0);
+            let next = match remaining().find(|i| dependents(*i) == 0) {
                 Some(i) => i,
                 None => {
-                    let Some(pick) = remaining
+                    // Every remaining service has a running dependent, so some of them form a
+                    // cycle. Break it at a service on a cycle (never at one merely below it),
+                    // the one with the fewest running dependents, then the lowest port.
+                    let reach = |from: usize| {
+                        let mut seen: HashSet<usize> = HashSet::new();
+                        let mut next: Vec<usize> =
+                            depends_on.get(&from).cloned().unwrap_or_default();
+                        while let Some(i) = next.pop() {
+                            if !stopped.contains(&i) && seen.insert(i) {
+                                next.extend(depends_on.get(&i).into_iter().flatten().copied());
+                            }
+                        }
+                        seen
+                    };
+                    let mut candidates: Vec<usize> = remaining().collect();
+                    candidates.sort_by_key(|i| (dependents(*i), *i));
+                    let Some(pick) = candidates
                         .iter()
                         .copied()
-                        .min_by_key(|i| (running_dependents(*i, &stopped), *i))
+                        .find(|i| reach(*i).contains(i))
+                        .or_else(|| candidates.first().copied())
                     else {
                         break;
                     };
-                    let names: Vec<&str> = remaining
-                        .iter()
-                        .filter_map(|i| self.nodes.get(*i).map(|n| n.id.as_str()))
+                    let from_pick = reach(pick);
+                    let names: Vec<&str> = remaining()
+                        .filter(|i| {
+                            *i == pick || (from_pick.contains(i) && reach(*i).contains(&pick))
+                        })
+                        .filter_map(|i| self.nodes.get(i).map(|n| n.id.as_str()))
                         .collect();
                     let picked = self.nodes.get(pick).map_or("?", |n| n.id.as_str());
                     notes.push(format!(
@@ -349,11 +361,19 @@ impl Graph {
             };
             stopped.insert(next);
             order.push(next);
+            for b in depends_on.get(&next).into_iter().flatten() {
+                if let Some(n) = running.get_mut(b) {
+                    *n = n.saturating_sub(1);
+                }
+            }
         }
         (order, notes)
     }
 }
 
+/// A process that connects but listens on nothing, judged as `listeners` judges an owner: its
+/// name as a person knows it, its project, and dev when its framework says so or (no framework
+/// known) when it works in a project.
 fn client_node(snap: &Snapshot, pid: i32) -> Node {
     let p = snap.proc(pid);
     let framework = p.and_then(framework_of);
@@ -361,15 +381,20 @@ fn client_node(snap: &Snapshot, pid: i32) -> Node {
         .and_then(|p| p.cwd.as_deref())
         .and_then(project_of)
         .map(|p| p.name);
+    let is_dev = match framework.map(|f| f.category) {
+        Some(Category::Dev) => true,
+        Some(Category::App | Category::System) => false,
+        None => project.is_some(),
+    };
     Node {
         id: format!("proc:{pid}"),
         kind: Kind::Client,
         port: None,
         protocol: None,
         pid: Some(pid),
-        process: p.map(|p| p.name.clone()),
+        process: p.map(|p| crate::text::visible(&shown_name(p))),
         project,
-        is_dev: framework.is_some_and(|f| f.category == Category::Dev),
+        is_dev,
         category: framework.map(|f| f.category),
     }
 }

@@ -113,11 +113,25 @@ fn connections(n: u64) -> String {
 
 /// The ASCII tree: per cluster, every node nobody depends on at the top, what it depends on
 /// below it. A node already drawn is named again with "(see above)" and not expanded, so a
-/// cycle or a shared dependency ends the branch.
+/// cycle or a shared dependency ends the branch. Linear in nodes and edges.
 fn tree(view: &View<'_>) -> String {
     let g = view.graph;
+    // What each shown node depends on (shown edges only), in edge order.
+    let mut below: Vec<Vec<(usize, u64)>> = vec![Vec::new(); g.nodes.len()];
+    let mut depended_on = vec![false; g.nodes.len()];
+    for e in &g.edges {
+        if view.shows(e.from) && view.shows(e.to) {
+            if let Some(list) = below.get_mut(e.from) {
+                list.push((e.to, e.connections));
+            }
+            if let Some(d) = depended_on.get_mut(e.to) {
+                *d = true;
+            }
+        }
+    }
     let mut out = String::new();
     let mut any = false;
+    let mut drawn: HashSet<usize> = HashSet::new();
     for c in &g.clusters {
         let members: Vec<usize> = c.nodes.iter().copied().filter(|i| view.shows(*i)).collect();
         if members.is_empty() {
@@ -131,29 +145,33 @@ fn tree(view: &View<'_>) -> String {
             members.len(),
             if members.len() == 1 { "" } else { "s" }
         );
-        let depended_on: HashSet<usize> = g
-            .edges
-            .iter()
-            .filter(|e| view.shows(e.from) && view.shows(e.to))
-            .map(|e| e.to)
-            .collect();
-        let mut drawn: HashSet<usize> = HashSet::new();
-        let tops: Vec<usize> = members
+        // Roots: nobody depends on them. Then any node none of them reaches (a cycle nobody
+        // outside it enters) starts a branch of its own.
+        let mut roots: Vec<usize> = Vec::new();
+        let mut reached: HashSet<usize> = HashSet::new();
+        let tops = members
             .iter()
             .copied()
-            .filter(|i| !depended_on.contains(i))
-            .collect();
-        // Roots first; a node reached by none of them sits in a cycle nobody outside enters.
-        let starts: Vec<usize> = tops.iter().chain(members.iter()).copied().collect();
-        let mut roots: Vec<usize> = Vec::new();
-        for s in starts {
-            if !roots.contains(&s) && !reached(view, &roots, s) {
-                roots.push(s);
+            .filter(|i| !depended_on.get(*i).copied().unwrap_or(false));
+        for start in tops.chain(members.iter().copied()) {
+            if reached.contains(&start) {
+                continue;
+            }
+            roots.push(start);
+            let mut next = vec![start];
+            while let Some(i) = next.pop() {
+                if reached.insert(i) {
+                    next.extend(below.get(i).into_iter().flatten().map(|(to, _)| *to));
+                }
             }
         }
         let count = roots.len();
         for (k, r) in roots.iter().enumerate() {
-            branch(view, *r, None, "", k + 1 == count, &mut drawn, &mut out);
+            let t = Tree {
+                view,
+                below: &below,
+            };
+            t.branch(*r, None, "", k + 1 == count, &mut drawn, &mut out);
         }
     }
     if !any {
@@ -172,59 +190,40 @@ fn tree(view: &View<'_>) -> String {
     out
 }
 
-/// Whether `target` lies below one of `roots` (so it will be drawn there).
-fn reached(view: &View<'_>, roots: &[usize], target: usize) -> bool {
-    let mut seen: HashSet<usize> = HashSet::new();
-    let mut next: Vec<usize> = roots.to_vec();
-    while let Some(i) = next.pop() {
-        if i == target {
-            return true;
-        }
-        if !seen.insert(i) {
-            continue;
-        }
-        for e in &view.graph.edges {
-            if e.from == i && view.shows(e.to) {
-                next.push(e.to);
-            }
-        }
-    }
-    false
+struct Tree<'a> {
+    view: &'a View<'a>,
+    below: &'a [Vec<(usize, u64)>],
 }
 
-fn branch(
-    view: &View<'_>,
-    i: usize,
-    via: Option<u64>,
-    prefix: &str,
-    last: bool,
-    drawn: &mut HashSet<usize>,
-    out: &mut String,
-) {
-    let Some(n) = view.node(i) else { return };
-    let mut line = label(n);
-    if let Some(c) = via {
-        let _ = write!(line, " [{}]", connections(c));
-    }
-    let again = !drawn.insert(i);
-    if again {
-        line.push_str(" (see above)");
-    }
-    let _ = writeln!(out, "{prefix}{}{line}", if last { "`-- " } else { "|-- " });
-    if again {
-        return;
-    }
-    let below: Vec<(usize, u64)> = view
-        .graph
-        .edges
-        .iter()
-        .filter(|e| e.from == i && view.shows(e.to))
-        .map(|e| (e.to, e.connections))
-        .collect();
-    let inner = format!("{prefix}{}", if last { "    " } else { "|   " });
-    let count = below.len();
-    for (k, (to, c)) in below.into_iter().enumerate() {
-        branch(view, to, Some(c), &inner, k + 1 == count, drawn, out);
+impl Tree<'_> {
+    fn branch(
+        &self,
+        i: usize,
+        via: Option<u64>,
+        prefix: &str,
+        last: bool,
+        drawn: &mut HashSet<usize>,
+        out: &mut String,
+    ) {
+        let Some(n) = self.view.node(i) else { return };
+        let mut line = label(n);
+        if let Some(c) = via {
+            let _ = write!(line, " [{}]", connections(c));
+        }
+        let again = !drawn.insert(i);
+        if again {
+            line.push_str(" (see above)");
+        }
+        let _ = writeln!(out, "{prefix}{}{line}", if last { "`-- " } else { "|-- " });
+        if again {
+            return;
+        }
+        let below = self.below.get(i).map(Vec::as_slice).unwrap_or_default();
+        let inner = format!("{prefix}{}", if last { "    " } else { "|   " });
+        let count = below.len();
+        for (k, (to, c)) in below.iter().enumerate() {
+            self.branch(*to, Some(*c), &inner, k + 1 == count, drawn, out);
+        }
     }
 }
 

@@ -710,3 +710,58 @@ fn an_unreadable_machine_is_a_tool_error_in_words() {
         "holdmap could not read this machine: /proc is not mounted"
     );
 }
+
+#[test]
+fn a_cycle_is_broken_on_the_cycle_never_at_a_service_below_it() {
+    let mut s = machine();
+    for (pid, name) in [(1001, "cache"), (1002, "api"), (1003, "db")] {
+        add(&mut s, process(pid, 800, 1000, name, &[name], "/p/shop"));
+    }
+    // cache (2000) has the lowest port; api (3001) <-> db (5432), and db -> cache.
+    listen(&mut s, "127.0.0.1:2000", 1001);
+    listen(&mut s, "127.0.0.1:3001", 1002);
+    listen(&mut s, "127.0.0.1:5432", 1003);
+    connect(&mut s, 1002, 40001, 1003, 5432);
+    connect(&mut s, 1003, 40002, 1002, 3001);
+    connect(&mut s, 1003, 40003, 1001, 2000);
+    let services = vec![
+        service(2000, 1001, "cache", true, Some("shop")),
+        service(3001, 1002, "api", true, Some("shop")),
+        service(5432, 1003, "db", true, Some("shop")),
+    ];
+    let g = Graph::build(&s, &services);
+    let (order, notes) = g.stop_order(g.cluster("shop").unwrap());
+    assert_eq!(
+        ids(&g, &order),
+        vec!["svc:3001/tcp", "svc:5432/tcp", "svc:2000/tcp"]
+    );
+    assert_eq!(notes.len(), 1);
+    assert!(
+        notes[0].starts_with("svc:3001/tcp, svc:5432/tcp depend on each other in a cycle"),
+        "{}",
+        notes[0]
+    );
+}
+
+#[test]
+fn the_tree_names_a_shared_dependency_and_a_cycle_once_and_points_back_to_it() {
+    let (mut s, services) = shop();
+    // web also uses db directly, and db calls back into api.
+    connect(&mut s, 1001, 40090, 1003, 5432);
+    connect(&mut s, 1003, 40091, 1002, 3001);
+    let g = Graph::build(&s, &services);
+    let (_, out) = done(
+        "get_topology",
+        get_topology(&s, &g, &args(json!({"format": "tree"}))),
+    );
+    let tree = out["rendered"].as_str().unwrap();
+    assert_eq!(
+        tree,
+        "shop (3 nodes)\n\
+         `-- svc:3000/tcp node (pid 1001), dev, project shop\n\
+         \x20   |-- svc:3001/tcp node (pid 1002), dev, project shop [2 connections]\n\
+         \x20   |   `-- svc:5432/tcp postgres (pid 1003), app [1 connection]\n\
+         \x20   |       `-- svc:3001/tcp node (pid 1002), dev, project shop [1 connection] (see above)\n\
+         \x20   `-- svc:5432/tcp postgres (pid 1003), app [1 connection] (see above)\n"
+    );
+}
