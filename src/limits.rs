@@ -448,3 +448,9 @@ pub const HOLDMAP_FDS_PER_PROCESS_MAX: usize = 256 * 1024;
 /// Most processes read per scan (the kernel's default `pid_max` on 64-bit is 4,194,304, but a
 /// machine with more than this many live processes is not one holdmap can summarise).
 pub const HOLDMAP_PROCS_MAX: usize = 1024 * 1024;
+
+// added by stops
+/// How often a stop looks again whether its signalled processes have exited and whether the
+/// port is free: often enough that a stop ends soon after the tree does.
+pub const HOLDMAP_STOP_POLL: Duration = Duration::from_millis(50);
+const _: () = assert!(HOLDMAP_STOP_POLL.as_millis() < HOLDMAP_STOP_KILL_WAIT.as_millis());

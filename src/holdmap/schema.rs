@@ -498,6 +498,20 @@ fn when(condition: &Value) -> Option<String> {
     Some(parts.join(" and "))
 }
 
+/// The whole number `value` holds, as the schema's "integer" reads it: 3000 and 3000.0 both give
+/// 3000 (a client may send either), 3000.5 gives None. Tools read integer arguments with this,
+/// never with `as_u64` alone, which would miss 3000.0 after the schema accepted it.
+pub(crate) fn integer(value: &Value) -> Option<i64> {
+    if let Some(n) = value.as_i64() {
+        return Some(n);
+    }
+    let f = value.as_f64()?;
+    // Only whole floats inside i64's exact range; 2^63 itself is out of range.
+    let exact = f.is_finite() && f.fract() == 0.0 && f.abs() < 9_223_372_036_854_775_808.0;
+    // Checked whole and in range just above: the cast loses nothing.
+    exact.then_some(f as i64)
+}
+
 /// The `if`/`then` pair that makes `field` required when the flag `flag` is `value`, for a
 /// tool's input schema to merge in. The flag is required inside the `if`: a call that leaves
 /// the flag out takes its default, and must not be held to the `then`.

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::{check_schema, required_when, validate};
+use super::{check_schema, integer, required_when, validate};
 
 /// A representative tool input schema: closed, nested, with a conditional requirement.
 fn representative() -> Value {
@@ -364,4 +364,15 @@ fn an_else_branch_holds_values_the_condition_refuses() {
         validate(&schema, &json!({ "why": "x" }), "arguments"),
         Err("`arguments.why` is not allowed here".to_owned())
     );
+}
+
+#[test]
+fn an_integer_argument_reads_the_same_whether_sent_as_3000_or_3000_point_0() {
+    assert_eq!(integer(&json!(3000)), Some(3000));
+    assert_eq!(integer(&json!(3000.0)), Some(3000));
+    assert_eq!(integer(&json!(-1)), Some(-1));
+    assert_eq!(integer(&json!(3000.5)), None);
+    assert_eq!(integer(&json!(1e300)), None);
+    assert_eq!(integer(&json!("3000")), None);
+    assert_eq!(integer(&json!(u64::MAX)), None);
 }
