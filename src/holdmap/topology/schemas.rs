@@ -3,6 +3,7 @@
 
 use serde_json::{Value, json};
 
+use crate::holdmap::plan::plan_schema;
 use crate::holdmap::topology::render::Format;
 use crate::limits::HOLDMAP_CLUSTER_ARG_CHARS_MAX;
 
@@ -157,11 +158,7 @@ pub(crate) fn plan_cluster_stop_output() -> Value {
                         "node": {"type": "string"},
                         "port": port(),
                         "protocol": protocol(),
-                        "plan": {
-                            "type": "object",
-                            "description": "What stop_port's preview of this port would plan \
-                                (the same plan stop_port publishes)."
-                        }
+                        "plan": plan_schema()
                     },
                     "required": ["step", "node", "port", "protocol", "plan"],
                     "additionalProperties": false
