@@ -96,15 +96,18 @@ fn run_plan_cluster_stop(args: &Map<String, Value>, cx: &mut Cx<'_>) -> Reply {
     })
 }
 
-/// The snapshot's warnings, and one for the sockets nobody visible holds.
+/// The snapshot's warnings (which say why sockets are hidden), and what hidden sockets mean
+/// for this graph.
 fn warnings(snap: &Snapshot) -> Vec<String> {
     let mut out = snap.warnings.clone();
     if snap.hidden_sockets > 0 {
         out.push(format!(
-            "{} socket{} belong to processes holdmap cannot see (another account's): their \
-             connections are not in this graph. Run holdmap as that account to see them.",
-            snap.hidden_sockets,
-            if snap.hidden_sockets == 1 { "" } else { "s" }
+            "a connection held through {} no edge here: its process cannot be seen",
+            if snap.hidden_sockets == 1 {
+                "the hidden socket has".to_owned()
+            } else {
+                format!("any of the {} hidden sockets has", snap.hidden_sockets)
+            }
         ));
     }
     out
@@ -246,9 +249,14 @@ pub(crate) fn plan_cluster_stop(
             "node": n.id,
             "port": port,
             "protocol": protocol.as_str(),
-            "plan": plan,
+            "plan": plan.clone(),
         }));
-        lines.push(format!("{}. {}", steps.len(), render::label(n)));
+        lines.push(format!(
+            "{}. {}: {}",
+            steps.len(),
+            render::label(n),
+            verdict(&plan)
+        ));
     }
     for i in &cluster.nodes {
         if let Some(n) = graph.nodes.get(*i)
@@ -289,6 +297,18 @@ pub(crate) fn plan_cluster_stop(
             "note": DRY_RUN_NOTE,
             "taken_at_ms": snap.taken_at_ms,
         }),
+    }
+}
+
+/// What stop_port would say of a step's plan, in a few words for the summary.
+fn verdict(plan: &Value) -> String {
+    match plan.get("permitted").and_then(Value::as_bool) {
+        Some(true) => "stop_port would stop it".to_owned(),
+        Some(false) => match plan.get("refusal").and_then(Value::as_str) {
+            Some(why) => format!("stop_port would refuse: {why}"),
+            None => "stop_port would refuse it".to_owned(),
+        },
+        None => "see its plan".to_owned(),
     }
 }
 

@@ -631,7 +631,15 @@ fn hidden_sockets_are_counted_and_said() {
     let (summary, out) = done("get_topology", get_topology(&s, &g, &args(json!({}))));
     assert_eq!(out["stats"]["hidden_sockets"], 3);
     assert_eq!(out["warnings"].as_array().unwrap().len(), 2);
-    assert!(summary.contains("warning: 3 sockets belong to processes holdmap cannot see"));
+    assert!(
+        summary.contains("warning: /proc/net/tcp6 could not be read\n"),
+        "{summary}"
+    );
+    assert!(
+        summary
+            .contains("warning: a connection held through any of the 3 hidden sockets has no edge"),
+        "{summary}"
+    );
     assert_eq!(out["taken_at_ms"], 1_700_000_000_000_u64);
 }
 
