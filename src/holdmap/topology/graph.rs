@@ -287,7 +287,7 @@ impl Graph {
 
     /// The order in which `cluster`'s services would be stopped: dependents first (for
     /// web -> api -> db: web, api, db), ties in node order. A cycle has no such order; it is
-    /// broken at the remaining service with the fewest running dependents (then the first in
+    /// broken at a service on the cycle with the fewest running dependents (then the first in
     /// node order), and each break is said in the returned words. Clients are left out: they
     /// listen on no port, so no stop_port call stops them.
     pub(crate) fn stop_order(&self, cluster: &Cluster) -> (Vec<usize>, Vec<String>) {
