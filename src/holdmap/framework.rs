@@ -248,18 +248,17 @@ fn is_python(name: &str) -> bool {
             .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
 }
 
-/// Runners that run the next word as a tool (`npx vite`, `bundle exec rails s`, `uv run flask`).
+/// How many words of `words` are a runner that runs the word after it as the tool
+/// (`npx vite`, `bundle exec rails s`, `uv run flask run`, `pnpm exec astro dev`).
 fn runner_skip(words: &[String]) -> usize {
-    let w = |i: usize| words.get(i).map(|s| s.to_ascii_lowercase());
-    let first = w(0).map(|s| program(&s).to_owned());
-    match (first.as_deref(), w(1).as_deref()) {
-        (Some("npx" | "bunx" | "pnpx"), _) => 1,
-        (Some("bundle" | "pnpm" | "yarn" | "uv" | "poetry" | "pipenv"), Some("exec" | "run"))
-            if !matches!(first.as_deref(), Some("pnpm" | "yarn")) =>
-        {
-            2
-        }
-        (Some("pnpm" | "yarn"), Some("exec" | "dlx")) => 2,
+    let lower = |i: usize| words.get(i).map(|w| w.to_ascii_lowercase());
+    let Some(first) = lower(0) else {
+        return 0;
+    };
+    match (program(&first), lower(1).as_deref()) {
+        ("npx" | "bunx" | "pnpx", _) => 1,
+        ("bundle" | "uv" | "poetry" | "pipenv", Some("exec" | "run")) => 2,
+        ("pnpm" | "yarn", Some("exec" | "dlx")) => 2,
         _ => 0,
     }
 }

@@ -95,16 +95,14 @@ fn is_listening(s: &Socket) -> bool {
     )
 }
 
-/// The holder that owns the socket: one whose parent does not hold it too (the lowest such
-/// pid if several unrelated processes hold it); `None` when no visible process holds it.
+/// The holder that owns the socket: the topmost one, none of whose ancestors holds it too (a
+/// server's workers inherit its socket); the lowest such pid if several unrelated processes
+/// hold it; `None` when no visible process holds it.
 fn primary(snap: &Snapshot, holders: &[i32]) -> Option<i32> {
     holders
         .iter()
         .copied()
-        .filter(|pid| {
-            snap.proc(*pid)
-                .is_none_or(|p| p.ppid == *pid || !holders.contains(&p.ppid))
-        })
+        .filter(|pid| !snap.ancestors(*pid).iter().any(|a| holders.contains(a)))
         .min()
         .or_else(|| holders.iter().copied().min())
 }

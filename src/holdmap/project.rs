@@ -64,7 +64,7 @@ pub(crate) fn project_in(cwd: &Path, home: Option<&Path>) -> Option<Project> {
     Some(Project {
         name: text::visible(&name),
         root: root.to_path_buf(),
-        branch: branch_above(root).map(|b| text::visible(&b)),
+        branch: branch_above(root, home).map(|b| text::visible(&b)),
     })
 }
 
@@ -88,11 +88,13 @@ fn package_name(root: &Path) -> Option<String> {
 }
 
 /// The branch of the git checkout `root` is in: the nearest `.git` at or above it (a monorepo's
-/// package sits below the checkout's root), within the same bound as the project walk.
-fn branch_above(root: &Path) -> Option<String> {
+/// package sits below the checkout's root), within the same bound as the project walk, and
+/// below the home folder (a dotfiles checkout of the home folder is not the project's).
+fn branch_above(root: &Path, home: Option<&Path>) -> Option<String> {
     let dot_git = root
         .ancestors()
         .take(HOLDMAP_PROJECT_LEVELS_MAX)
+        .take_while(|dir| dir.parent().is_some() && Some(*dir) != home)
         .map(|dir| dir.join(".git"))
         .find(|g| g.exists())?;
     let git_dir = if dot_git.is_file() {

@@ -70,44 +70,70 @@ pub(crate) fn protection(snap: &Snapshot, pid: i32) -> Option<Protection> {
     Guard::new(snap).protection(pid)
 }
 
-/// A snapshot's protection rules, with what they need worked out once: which processes are
-/// session processes, which are their hosts, which holdmap started.
+/// A snapshot's protection rules, with what they need worked out once: each process's
+/// children, and which processes holdmap started. Session processes are recognised only where
+/// a rule needs them (the pid asked about, then its descendants), so judging a port costs in
+/// proportion to its owner's process tree, not to the whole table.
 pub(crate) struct Guard<'a> {
     snap: &'a Snapshot,
-    /// Session process → what it is ("an interactive shell").
-    sessions: HashMap<i32, &'static str>,
-    /// A process some session runs under → the nearest such session process.
-    hosts: HashMap<i32, i32>,
+    /// Parent → children, in pid order.
+    children: HashMap<i32, Vec<i32>>,
     /// holdmap's own descendants.
     mine: HashSet<i32>,
 }
 
 impl<'a> Guard<'a> {
     pub(crate) fn new(snap: &'a Snapshot) -> Guard<'a> {
-        let sessions: HashMap<i32, &'static str> = snap
-            .procs
-            .values()
-            .filter_map(|p| session_kind(p).map(|k| (p.pid, k)))
-            .collect();
-        let mut hosts = HashMap::new();
-        for &pid in sessions.keys() {
-            for ancestor in snap.ancestors(pid) {
-                hosts.entry(ancestor).or_insert(pid);
-            }
+        let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+        for p in snap.procs.values().filter(|p| p.ppid != p.pid) {
+            children.entry(p.ppid).or_default().push(p.pid);
         }
+        let mut guard = Guard {
+            snap,
+            children,
+            mine: HashSet::new(),
+        };
         // A snapshot that does not know holdmap's own pid (0) must not read every process as
         // holdmap's child.
-        let mine = if snap.me.pid > 1 {
-            snap.descendants(snap.me.pid).into_iter().collect()
-        } else {
-            HashSet::new()
-        };
-        Guard {
-            snap,
-            sessions,
-            hosts,
-            mine,
+        if snap.me.pid > 1 {
+            guard.mine = guard.below(snap.me.pid).into_iter().collect();
         }
+        guard
+    }
+
+    /// Every process below `pid`, nearest first (breadth first), each once, bounded by the
+    /// table's size so a cycle in a torn read cannot loop.
+    fn below(&self, pid: i32) -> Vec<i32> {
+        let mut out: Vec<i32> = Vec::new();
+        let mut seen: HashSet<i32> = HashSet::from([pid]);
+        let mut at = 0;
+        let mut frontier = vec![pid];
+        while at < frontier.len() && out.len() < self.snap.procs.len() {
+            let parent = frontier.get(at).copied().unwrap_or(pid);
+            at += 1;
+            for &child in self
+                .children
+                .get(&parent)
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+            {
+                if seen.insert(child) {
+                    out.push(child);
+                    frontier.push(child);
+                }
+            }
+        }
+        out
+    }
+
+    /// The nearest session process below `pid`, and what it is.
+    fn hosted_session(&self, pid: i32) -> Option<(i32, &'static str)> {
+        self.below(pid).into_iter().find_map(|d| {
+            self.snap
+                .proc(d)
+                .and_then(session_kind)
+                .map(|kind| (d, kind))
+        })
     }
 
     /// Whether `pid` is protected, and why.
@@ -151,7 +177,7 @@ impl<'a> Guard<'a> {
         ) {
             return hard(format!("the system's service manager ({})", named(pid)));
         }
-        if let Some(kind) = self.sessions.get(&pid) {
+        if let Some(kind) = session_kind(p) {
             return soft(format!("{kind} ({})", named(pid)));
         }
         if framework::is_container_forwarder(p) {
@@ -163,11 +189,10 @@ impl<'a> Guard<'a> {
         if is_system_daemon(p, &name) {
             return soft(format!("a system service ({})", named(pid)));
         }
-        if let Some(session) = self.hosts.get(&pid) {
-            let kind = self.sessions.get(session).copied().unwrap_or("a session");
+        if let Some((session, kind)) = self.hosted_session(pid) {
             return soft(format!(
                 "runs a session: {kind} ({}) is under it",
-                named(*session)
+                named(session)
             ));
         }
         None
@@ -428,6 +453,7 @@ fn interactive_shell(p: &Proc) -> bool {
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "-c" | "--command" => return false,
+            a if a.starts_with("--command=") => return false,
             "-i" | "-l" | "--login" | "--interactive" => asked = true,
             "--rcfile" | "--init-file" | "-o" | "-O" | "-C" | "--init-command" => {
                 args.next();

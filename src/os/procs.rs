@@ -100,6 +100,15 @@ fn parse_real_uid(status: &[u8]) -> Option<u32> {
         .and_then(|v| v.parse().ok())
 }
 
+/// The thread-group id (`Tgid:`): the pid of the process a thread belongs to.
+fn parse_tgid(status: &[u8]) -> Option<i32> {
+    status
+        .split(|&b| b == b'\n')
+        .find_map(|l| l.strip_prefix(b"Tgid:"))
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// A command line: NUL-separated arguments, the last one NUL-terminated (a process that
 /// rewrote its argv may leave no NULs at all: then it is one argument).
 fn parse_cmdline(bytes: &[u8]) -> Vec<String> {
@@ -118,7 +127,7 @@ mod linux {
     use std::fmt::Write as _;
     use std::io::Read as _;
 
-    use super::{Proc, Stat, parse_cmdline, parse_real_uid, parse_stat};
+    use super::{Proc, Stat, parse_cmdline, parse_real_uid, parse_stat, parse_tgid};
     use crate::limits;
 
     /// Buffers reused from one process to the next.
@@ -174,6 +183,9 @@ mod linux {
         pub(super) fn proc(&mut self, pid: i32) -> Option<Proc> {
             let stat = self.stat(pid)?;
             let uid = match self.read(pid, "status", limits::PROC_STATUS_BYTES_MAX) {
+                // `/proc/<tid>` of a thread opens too (it is only left out of the listing): a
+                // thread is not a process of the table.
+                Ok(()) if parse_tgid(&self.buf).is_some_and(|tgid| tgid != pid) => return None,
                 Ok(()) => parse_real_uid(&self.buf),
                 Err(e) if vanished(&e) => return None,
                 Err(_) => None,
@@ -201,41 +213,56 @@ mod linux {
         }
     }
 
-    pub(super) fn all() -> std::io::Result<Vec<Proc>> {
+    pub(super) fn pids() -> std::io::Result<Vec<i32>> {
         let dir = std::fs::read_dir("/proc")
             .map_err(|e| std::io::Error::new(e.kind(), format!("/proc cannot be read: {e}")))?;
-        let mut reader = Reader::new();
-        let mut out = Vec::new();
-        for entry in dir.flatten() {
-            let name = entry.file_name();
-            let Some(pid) = name
-                .to_str()
-                .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|n| n.parse::<i32>().ok())
-            else {
-                continue;
-            };
-            if let Some(p) = reader.proc(pid) {
-                out.push(p);
-                if out.len() >= limits::HOLDMAP_PROCS_MAX {
-                    break;
-                }
-            }
-        }
-        out.sort_unstable_by_key(|p| p.pid);
+        let mut out: Vec<i32> = dir
+            .flatten()
+            .filter_map(|entry| {
+                let name = entry.file_name();
+                name.to_str()
+                    .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|n| n.parse::<i32>().ok())
+            })
+            .take(limits::HOLDMAP_PROCS_MAX)
+            .collect();
+        out.sort_unstable();
         Ok(out)
+    }
+
+    pub(super) fn read(pids: &[i32]) -> Vec<Proc> {
+        let mut reader = Reader::new();
+        pids.iter().filter_map(|&pid| reader.proc(pid)).collect()
     }
 }
 
-/// Every process `/proc` lists now. An error only when `/proc` itself cannot be read.
+/// The pids `/proc` lists now, in order (threads are not listed). An error only when `/proc`
+/// itself cannot be read.
 #[cfg(target_os = "linux")]
-pub(crate) fn all() -> std::io::Result<Vec<Proc>> {
-    linux::all()
+pub(crate) fn pids() -> std::io::Result<Vec<i32>> {
+    linux::pids()
 }
 
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn all() -> std::io::Result<Vec<Proc>> {
+pub(crate) fn pids() -> std::io::Result<Vec<i32>> {
     Err(crate::os::unsupported("reading the process table"))
+}
+
+/// The processes among `pids` that still exist, in the order given (one that exited since it
+/// was listed is left out).
+#[cfg(target_os = "linux")]
+pub(crate) fn read(pids: &[i32]) -> Vec<Proc> {
+    linux::read(pids)
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn read(_pids: &[i32]) -> Vec<Proc> {
+    Vec::new()
+}
+
+/// Every process `/proc` lists now. An error only when `/proc` itself cannot be read.
+pub(crate) fn all() -> std::io::Result<Vec<Proc>> {
+    Ok(read(&pids()?))
 }
 
 /// One process now; `None` if it does not exist (or its `stat` cannot be read).
@@ -372,6 +399,28 @@ mod tests {
         assert!(all.iter().any(|p| p.pid == me));
         assert!(all.iter().any(|p| p.pid == nix::unistd::getppid().as_raw()));
         assert!(all.windows(2).all(|w| w[0].pid < w[1].pid));
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_thread_is_not_a_process() {
+        let tid = std::thread::spawn(|| nix::unistd::gettid().as_raw())
+            .join()
+            .unwrap();
+        // The thread has exited; a thread that is still running is refused the same way.
+        assert_eq!(one(tid), None);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            tx.send(nix::unistd::gettid().as_raw()).unwrap();
+            done_rx.recv().unwrap();
+        });
+        let tid = rx.recv().unwrap();
+        assert!(std::path::Path::new(&format!("/proc/{tid}/stat")).exists());
+        assert_eq!(one(tid), None);
+        done_tx.send(()).unwrap();
+        t.join().unwrap();
+        assert_eq!(parse_tgid(b"Name:\tx\nTgid:\t77\nPid:\t78\n"), Some(77));
     }
 
     #[test]

@@ -85,7 +85,8 @@ const TABLES: [(&str, Protocol); 4] = [
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Tables {
     pub(crate) rows: Vec<SocketRow>,
-    /// One sentence per table that was missing, unreadable or cut at its bound.
+    /// One sentence per table that could not be read or was cut at its bound (an IPv6 table
+    /// that does not exist because IPv6 is off is not a problem: no socket is missing).
     pub(crate) problems: Vec<String>,
 }
 
@@ -110,19 +111,22 @@ pub(crate) fn read_tables() -> std::io::Result<Tables> {
         match read {
             Ok(n) => {
                 read_any = true;
-                let mut text = String::from_utf8_lossy(&buf);
-                if u64::try_from(n).unwrap_or(u64::MAX) >= limit {
-                    // A row cut in the middle could parse as a wrong inode: keep whole lines.
-                    let whole = text.rfind('\n').map_or(0, |i| i + 1);
-                    text = std::borrow::Cow::Owned(text.get(..whole).unwrap_or("").to_owned());
+                let cut = u64::try_from(n).unwrap_or(u64::MAX) >= limit;
+                if cut {
                     out.problems.push(format!(
                         "{shown} is larger than {} MiB; the sockets past that are not listed",
                         limit / (1024 * 1024)
                     ));
                 }
+                let text = String::from_utf8_lossy(whole_lines(&buf, cut));
                 out.rows.extend(parse_table(&text, protocol));
             }
-            Err(e) => out.problems.push(format!("{shown} could not be read: {e}")),
+            // IPv6 turned off: there are no IPv6 sockets, so nothing is missing from the list
+            // and there is nothing to warn about.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && path.ends_with('6') => {}
+            Err(e) => out.problems.push(format!(
+                "{shown} could not be read ({e}), so its sockets are not listed"
+            )),
         }
     }
     if !read_any {
@@ -137,6 +141,16 @@ pub(crate) fn read_tables() -> std::io::Result<Tables> {
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn read_tables() -> std::io::Result<Tables> {
     Err(crate::os::unsupported("reading the socket tables"))
+}
+
+/// The bytes of a table up to its last newline when the read was `cut` at its bound: a row cut
+/// in the middle could parse as a wrong inode or port.
+fn whole_lines(buf: &[u8], cut: bool) -> &[u8] {
+    if !cut {
+        return buf;
+    }
+    let end = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    buf.get(..end).unwrap_or_default()
 }
 
 /// The rows of one table's text (`/proc/net/tcp6` etc.): the header skipped, unreadable rows
@@ -350,6 +364,22 @@ mod tests {
         }
         assert_eq!(parse_table("", Protocol::Tcp), Vec::new());
         assert_eq!(parse_table("header only\n", Protocol::Udp), Vec::new());
+    }
+
+    #[test]
+    #[cfg(target_endian = "little")]
+    fn a_table_cut_at_its_bound_loses_the_cut_row_not_its_inode() {
+        let whole = TCP.as_bytes();
+        // Cut inside row 0's inode (41234 → 412).
+        let at = TCP.find("41234").unwrap() + 3;
+        let cut = whole_lines(&whole[..at], true);
+        assert!(parse_table(std::str::from_utf8(cut).unwrap(), Protocol::Tcp).is_empty());
+        let at = TCP.find("1: 0100007F:0BB8 0100007F").unwrap() + 10;
+        let cut = whole_lines(&whole[..at], true);
+        let rows = parse_table(std::str::from_utf8(cut).unwrap(), Protocol::Tcp);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].inode, 41234);
+        assert_eq!(whole_lines(whole, false), whole);
     }
 
     #[test]

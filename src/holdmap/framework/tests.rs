@@ -221,3 +221,17 @@ fn container_forwarders_are_recognised_by_name() {
         "/"
     )));
 }
+
+#[test]
+fn a_runner_hands_the_decision_to_the_tool_it_runs() {
+    assert_eq!(
+        of("pnpm", &["pnpm", "exec", "astro", "dev"]),
+        Some(("astro", Dev))
+    );
+    assert_eq!(
+        of("uv", &["uv", "run", "flask", "run"]),
+        Some(("flask", Dev))
+    );
+    assert_eq!(of("pnpm", &["pnpm", "run", "dev"]), Some(("pnpm", Dev)));
+    assert_eq!(of("pnpm", &["pnpm", "install"]), None);
+}

@@ -102,6 +102,11 @@ fn the_root_folder_and_the_home_folder_itself_are_never_projects() {
     fs::write(home.join(".git/HEAD"), "ref: refs/heads/dotfiles\n").unwrap();
     fs::create_dir_all(home.join("Downloads")).unwrap();
     assert_eq!(project_in(&home.join("Downloads"), Some(&home)), None);
+    // A project inside a home folder that is itself a checkout takes no branch from it.
+    fs::create_dir_all(home.join("code/shop")).unwrap();
+    fs::write(home.join("code/shop/go.mod"), "module shop\n").unwrap();
+    let shop = project_in(&home.join("code/shop"), Some(&home)).unwrap();
+    assert_eq!((shop.name.as_str(), shop.branch), ("shop", None));
     assert_eq!(project_in(&home, Some(&home)), None);
 }
 
