@@ -47,6 +47,7 @@ pub(crate) fn catalog() -> &'static [(ToolDef, Tool)] {
 }
 
 /// The tool called `name`.
+#[cfg(test)]
 pub(crate) fn find(name: &str) -> Option<&'static (ToolDef, Tool)> {
     catalog().iter().find(|(def, _)| def.name == name)
 }

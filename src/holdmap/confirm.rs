@@ -139,6 +139,7 @@ impl Handles {
     }
 
     /// How many previews are retained now.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.live.len()
     }

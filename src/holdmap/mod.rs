@@ -19,9 +19,6 @@
 //! (`world`: the live machine, or a fixture in tests); `wire` shapes the result for the
 //! revision the request is under and `server` writes it as one line.
 
-// Until every part of holdmap is wired together (issue 14), some items are not used yet.
-#![allow(dead_code)]
-
 mod agents;
 mod catalog;
 mod cli;

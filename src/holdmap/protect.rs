@@ -24,15 +24,6 @@ pub(crate) enum Level {
     Soft,
 }
 
-impl Level {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Level::Hard => "hard",
-            Level::Soft => "soft",
-        }
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Protection {
     pub(crate) level: Level,

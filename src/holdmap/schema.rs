@@ -13,30 +13,6 @@ use std::cmp::Ordering;
 
 use serde_json::{Map, Number, Value};
 
-/// The keywords that constrain a value; each is enforced below.
-pub(crate) const ASSERTIONS: &[&str] = &[
-    "type",
-    "enum",
-    "const",
-    "minimum",
-    "maximum",
-    "minLength",
-    "maxLength",
-    "required",
-    "properties",
-    "additionalProperties",
-    "items",
-    "minItems",
-    "maxItems",
-    "anyOf",
-    "if",
-    "then",
-    "else",
-];
-
-/// The keywords that only describe a value: published, never enforced.
-pub(crate) const ANNOTATIONS: &[&str] = &["default", "description", "title"];
-
 /// The names `type` may use.
 const TYPES: &[&str] = &[
     "object", "array", "string", "integer", "number", "boolean", "null",
@@ -73,11 +49,13 @@ pub(crate) fn validate(schema: &Value, value: &Value, path: &str) -> Result<(), 
 
 /// Checks that `schema` and every schema inside it use only the keywords [`validate`]
 /// implements, each with a well-formed value: what is published is exactly what is enforced.
+#[cfg(test)]
 pub(crate) fn check_schema(schema: &Value) -> Result<(), String> {
     walk(schema, "#")
 }
 
 /// A schema object's keys in `schema`, recursively: the catalog's test reads them.
+#[cfg(test)]
 fn walk(schema: &Value, at: &str) -> Result<(), String> {
     let map = match schema {
         Value::Bool(_) => return Ok(()),
@@ -515,6 +493,7 @@ pub(crate) fn integer(value: &Value) -> Option<i64> {
 /// The `if`/`then` pair that makes `field` required when the flag `flag` is `value`, for a
 /// tool's input schema to merge in. The flag is required inside the `if`: a call that leaves
 /// the flag out takes its default, and must not be held to the `then`.
+#[cfg(test)]
 pub(crate) fn required_when(flag: &str, value: Value, field: &str) -> Map<String, Value> {
     let mut out = Map::new();
     out.insert(

@@ -9,8 +9,6 @@
 //! A scan reads some 2,000 processes, so each file is opened and read once, into buffers that
 //! are reused from one process to the next.
 
-#![allow(dead_code)] // until holdmap uses every item (issue 14)
-
 use std::path::PathBuf;
 
 /// One process, as `/proc` showed it at one moment.
@@ -261,12 +259,13 @@ pub(crate) fn read(_pids: &[i32]) -> Vec<Proc> {
 }
 
 /// Every process `/proc` lists now. An error only when `/proc` itself cannot be read.
+#[cfg(test)]
 pub(crate) fn all() -> std::io::Result<Vec<Proc>> {
     Ok(read(&pids()?))
 }
 
 /// One process now; `None` if it does not exist (or its `stat` cannot be read).
-#[cfg(target_os = "linux")]
+#[cfg(all(test, target_os = "linux"))]
 pub(crate) fn one(pid: i32) -> Option<Proc> {
     if pid <= 0 {
         return None;
@@ -274,12 +273,13 @@ pub(crate) fn one(pid: i32) -> Option<Proc> {
     linux::Reader::new().proc(pid)
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(all(test, not(target_os = "linux")))]
 pub(crate) fn one(_pid: i32) -> Option<Proc> {
     None
 }
 
 /// The start time (ticks after boot) of `pid` now; `None` if there is no such process.
+#[cfg(test)]
 pub(crate) fn start_ticks(pid: i32) -> Option<u64> {
     stat(pid).map(|s| s.start_ticks)
 }
@@ -299,12 +299,12 @@ pub(crate) fn stat(_pid: i32) -> Option<Stat> {
 }
 
 /// Clock ticks per second (`sysconf(_SC_CLK_TCK)`), to turn ticks into seconds.
-#[cfg(target_os = "linux")]
+#[cfg(all(test, target_os = "linux"))]
 pub(crate) fn ticks_per_second() -> u64 {
     rustix::param::clock_ticks_per_second().max(1)
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(all(test, not(target_os = "linux")))]
 pub(crate) fn ticks_per_second() -> u64 {
     100
 }

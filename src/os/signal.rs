@@ -11,8 +11,6 @@
 //! the pidfd, which can reach no other process: if the pinned process exits after the check, the
 //! send fails with ESRCH instead of reaching a newcomer.
 
-#![allow(dead_code)] // until holdmap uses every item (issue 14)
-
 /// Which signal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Sig {

@@ -112,12 +112,7 @@ fn controls(args: &Map<String, Value>) -> Result<Controls, Outcome> {
 
 /// An integer argument in range (the schema already checked it; 3000.0 counts as 3000).
 fn port_arg(args: &Map<String, Value>) -> Option<u16> {
-    let v = args.get("port")?;
-    let n = v.as_u64().or_else(|| {
-        v.as_f64()
-            .filter(|f| f.fract() == 0.0 && *f >= 1.0 && *f <= 65535.0)
-            .map(|f| f as u64)
-    })?;
+    let n = crate::holdmap::schema::integer(args.get("port")?)?;
     u16::try_from(n).ok().filter(|p| *p >= 1)
 }
 
