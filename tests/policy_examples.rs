@@ -5,13 +5,14 @@
 
 use crate::common::*;
 
-const EXAMPLES: [&str; 6] = [
+const EXAMPLES: [&str; 7] = [
     "project-writes",
     "git-push",
     "no-secrets",
     "read-only-hours",
     "one-agent",
     "session-limits",
+    "holdmap-stops",
 ];
 
 fn example(name: &str) -> String {
