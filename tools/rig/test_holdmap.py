@@ -197,14 +197,19 @@ def test_every_tool_answers_with_its_json_as_structured_content_from_2025_06_18_
                 ("ready", "wait_for_port", {"port": port, "timeout_s": 5}),
                 ("topology", "get_topology", {}),
                 ("topology_all", "get_topology", {"all": True}),
+                ("mermaid", "get_topology", {"format": "mermaid"}),
                 ("preview", "stop_port", {"port": port}),
                 ("agents", "stop_agent_ports", {"agent": "no-such-agent-on-this-machine"}),
             ]:
                 out[key] = await call(client, name, args)
-            clusters = json_block(out["topology_all"]) or {}
-            named = [c.get("name") or c.get("id") for c in clusters.get("clusters", []) if isinstance(c, dict)]
-            out["cluster_name"] = next((n for n in named if isinstance(n, str)), None)
+            # The cluster holding the dev server (named after its project, or its process).
+            topology = json_block(out["topology"]) or {}
+            ids = {n.get("id") for n in topology.get("nodes", []) if n.get("port") == port}
+            out["cluster_name"] = next(
+                (c["name"] for c in topology.get("clusters", []) if ids & set(c.get("nodes", []))), None
+            )
             out["cluster"] = await call(client, "plan_cluster_stop", {"cluster": out["cluster_name"] or "no-such-cluster"})
+            out["no cluster"] = await call(client, "plan_cluster_stop", {"cluster": "no-such-cluster-here"})
             # Free once the test's own listener on it has closed.
             probe = socket.socket()
             probe.bind(("127.0.0.1", 0))
@@ -238,13 +243,16 @@ def test_every_tool_answers_with_its_json_as_structured_content_from_2025_06_18_
     assert near > port, near  # the first free one at or after `near`, which is taken
     assert structured(s["ready"], revision).get("ready") is True, s["ready"]
     assert structured(s["until_free"], revision).get("ready") is True, s["until_free"]
-    for key in ("topology", "topology_all"):
+    for key in ("topology", "topology_all", "mermaid"):
         assert isinstance(structured(s[key], revision).get("clusters"), list), s[key]
-    if s["cluster_name"] is None:
-        tool_error(s["cluster"])  # no cluster of that name: a tool error, nothing planned
-    else:
-        plan = structured(s["cluster"], revision)
-        assert plan.get("confirmation_id") is None, plan  # a dry run only: never a handle
+    # The default view holds development services: the dev server is a node, in a cluster.
+    nodes = structured(s["topology"], revision)["nodes"]
+    assert any(n.get("port") == port and n.get("pid") == pid for n in nodes), nodes
+    assert s["cluster_name"] is not None, structured(s["topology"], revision)["clusters"]
+    plan = structured(s["cluster"], revision)
+    assert plan.get("executes") is False and plan.get("confirmation_id") is None, plan  # a dry run only
+    assert port in {step.get("port") for step in plan.get("order", [])}, plan
+    tool_error(s["no cluster"])  # no cluster of that name: a tool error, nothing planned
 
     handle_of(s["preview"], revision)
     agents = s["agents"]
