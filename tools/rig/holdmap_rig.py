@@ -188,11 +188,12 @@ def tool_error(result: dict[str, Any]) -> str:
 
 
 def pids_in(value: Any) -> set[int]:
-    """Every process id a result names: ints under keys with "pid" in them, lists of them too."""
+    """Every process id a result names: ints under keys with "pid" in them, lists of them too
+    (a parent's pid, named for information, is not one the result acts on)."""
     found: set[int] = set()
     if isinstance(value, dict):
         for key, item in value.items():
-            if "pid" in key.lower():
+            if "pid" in key.lower() and key.lower() not in ("ppid", "parent_pid"):
                 if isinstance(item, int) and not isinstance(item, bool):
                     found.add(item)
                 elif isinstance(item, list):
