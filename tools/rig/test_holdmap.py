@@ -316,6 +316,7 @@ def test_every_error_class_comes_back_as_the_issue_splits_it(revision, tmp_path)
             "dry_run text": await call(client, "stop_port", {"port": 9, "dry_run": "true"}),
             "allow_protected": await call(client, "stop_port", {"port": 9, "allow_protected": True}),
             "unknown argument": await call(client, "list_ports", {"bogus": 1}),
+            "bad query": await call(client, "list_ports", {"query": "pid:x"}),
             "port text": await call(client, "explain_port", {"port": "3000"}),
             "port fraction": await call(client, "explain_port", {"port": 3000.5}),
             "port range": await call(client, "inspect_port", {"port": 70000}),
