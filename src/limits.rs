@@ -395,3 +395,24 @@ const _: () = assert!(HOLDMAP_PREVIEW_BYTES_MAX <= HOLDMAP_FRAME_BYTES_MAX);
 const _: () = assert!(HOLDMAP_WAIT_DEFAULT.as_secs() < HOLDMAP_WAIT_MAX.as_secs());
 const _: () = assert!(HOLDMAP_WAIT_POLL.as_millis() < HOLDMAP_PROBE_TIMEOUT.as_millis());
 const _: () = assert!(HOLDMAP_STOP_KILL_WAIT.as_secs() < HOLDMAP_STOP_GRACE.as_secs());
+
+// added by os
+/// Most bytes of one socket table (`/proc/net/tcp` …) read per scan. A row is about 150 bytes,
+/// so this is some 400,000 sockets; past it the rest of the table is left out with a warning.
+pub const HOLDMAP_SOCKET_TABLE_BYTES_MAX: u64 = 64 * 1024 * 1024;
+
+/// Most bytes of `/proc/<pid>/stat` read: the line is a few hundred bytes (`comm` is at most
+/// 64), so anything longer is not a stat line.
+pub const HOLDMAP_PROC_STAT_BYTES_MAX: u64 = 4 * 1024;
+
+/// Most bytes of a command line (`/proc/<pid>/cmdline`) read; a longer one is cut there (a
+/// process can set a huge argv, and only its start matters to a reader).
+pub const HOLDMAP_CMDLINE_BYTES_MAX: u64 = 64 * 1024;
+
+/// Most open files looked at per process when finding socket owners; far above a normal
+/// process, it bounds the walk of a process that opened millions of descriptors.
+pub const HOLDMAP_FDS_PER_PROCESS_MAX: usize = 256 * 1024;
+
+/// Most processes read per scan (the kernel's default `pid_max` on 64-bit is 4,194,304, but a
+/// machine with more than this many live processes is not one holdmap can summarise).
+pub const HOLDMAP_PROCS_MAX: usize = 1024 * 1024;
