@@ -36,6 +36,8 @@ use holdcall::relay::classify;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+mod holdmap_ports;
+
 // ---------------------------------------------------------------------------------------------
 // Sizes of the run (each divided by `QUICK_DIVISOR` with --quick, for trying the harness out)
 // ---------------------------------------------------------------------------------------------
@@ -1589,6 +1591,7 @@ fn main() {
     decisions(&b, &f, &mut rows);
     end_to_end(&b, &mut rows);
     verify(&b, &mut rows);
+    holdmap_ports::list_ports(&b, &mut rows);
     let run_seconds = started.elapsed().as_secs_f64();
     let load_after = read("/proc/loadavg").trim().to_string();
 

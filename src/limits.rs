@@ -422,6 +422,18 @@ const _: () = assert!(HOLDMAP_INLINE_JSON_BYTES_MAX < HOLDMAP_FRAME_BYTES_MAX);
 pub const HOLDMAP_STOP_POLL: Duration = Duration::from_millis(50);
 const _: () = assert!(HOLDMAP_STOP_POLL.as_millis() < HOLDMAP_STOP_KILL_WAIT.as_millis());
 
+// added by topo
+/// Longest cluster name `get_topology` gives (characters, before a `-2`-style suffix that makes
+/// it unique): a project or process name shown as is, shortened so that it stays well inside
+/// `plan_cluster_stop`'s 256-character argument.
+pub const HOLDMAP_CLUSTER_NAME_CHARS_MAX: usize = 128;
+/// Longest `cluster` argument `plan_cluster_stop` accepts (characters).
+pub const HOLDMAP_CLUSTER_ARG_CHARS_MAX: usize = 256;
+/// Most cluster names an unknown-cluster error lists before "and N more".
+pub const HOLDMAP_CLUSTER_NAMES_LISTED_MAX: usize = 50;
+
+const _: () = assert!(HOLDMAP_CLUSTER_NAME_CHARS_MAX + 16 <= HOLDMAP_CLUSTER_ARG_CHARS_MAX);
+
 // added by os
 /// Most bytes of one socket table (`/proc/net/tcp` …) read per scan. A row is about 150 bytes,
 /// so this is some 400,000 sockets; past it the rest of the table is left out with a warning.
@@ -463,3 +475,8 @@ pub const HOLDMAP_INLINE_JSON_DEPTH_MAX: usize = 32;
 
 const _: () = assert!(HOLDMAP_INLINE_JSON_BYTES_MAX < HOLDMAP_FRAME_BYTES_MAX);
 
+// added by stops
+/// How often a stop looks again whether its signalled processes have exited and whether the
+/// port is free: often enough that a stop ends soon after the tree does.
+pub const HOLDMAP_STOP_POLL: Duration = Duration::from_millis(50);
+const _: () = assert!(HOLDMAP_STOP_POLL.as_millis() < HOLDMAP_STOP_KILL_WAIT.as_millis());
