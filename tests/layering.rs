@@ -529,6 +529,32 @@ fn holdmap_imports_only_the_shared_layers_and_the_foundation() {
     );
 }
 
+/// The `holdmap` binary's own source reaches into the library only through `holdcall::holdmap`.
+#[test]
+fn the_holdmap_binary_uses_only_the_holdmap_module_of_the_library() {
+    let path = src_dir().join("bin").join("holdmap.rs");
+    let code = code_only(&std::fs::read_to_string(&path).unwrap());
+    let mut breaches = Vec::new();
+    for (n, line) in code.lines().enumerate() {
+        let mut rest = line;
+        while let Some(at) = rest.find("holdcall::") {
+            let after = &rest[at + "holdcall::".len()..];
+            let name: String = after
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if name != HOLDMAP {
+                breaches.push(format!(
+                    "src/bin/holdmap.rs:{} uses holdcall::{name}",
+                    n + 1
+                ));
+            }
+            rest = after;
+        }
+    }
+    assert!(breaches.is_empty(), "{}", breaches.join("\n"));
+}
+
 #[test]
 fn no_production_source_file_is_over_800_lines() {
     let found = long_files(&src_dir(), MAX_LINES);

@@ -453,6 +453,7 @@ fn interactive_shell(p: &Proc) -> bool {
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "-c" | "--command" => return false,
+            a if a.starts_with("--command=") => return false,
             "-i" | "-l" | "--login" | "--interactive" => asked = true,
             "--rcfile" | "--init-file" | "-o" | "-O" | "-C" | "--init-command" => {
                 args.next();

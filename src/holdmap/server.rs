@@ -1,6 +1,497 @@
-//! The stdio loop: read capped lines, answer each request, write each answer as one line.
+//! The stdio loop of `holdmap mcp`: read capped lines, answer each request through `wire` and
+//! `methods`, run tools, and write each answer as one flushed line. Slow tool work
+//! (`Reply::Later`) runs as its own task, so a 30 s `wait_for_port` never holds up a `ping`.
+//!
+//! Owns: the session (the negotiated revision and the confirmation handles) and the pending
+//! tool work (its cap, its cancellation).
+//!
+//! Must never: write anything but protocol lines to its output (logs go to stderr through
+//! `tracing`); read a line without a cap; keep the process alive for pending work once its
+//! input has closed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::task::{AbortHandle, JoinHandle, JoinSet};
+
+use crate::holdmap::confirm::Handles;
+use crate::holdmap::tool::{Cx, Outcome, Pending, Reply, Tool, ToolDef};
+use crate::holdmap::wire::{
+    self, Answer, Frame, Id, NEWEST_HANDSHAKE, Request, RpcError, known_revision,
+};
+use crate::holdmap::world::{Live, World};
+use crate::holdmap::{catalog, methods, schema};
+use crate::limits::{HOLDMAP_BATCH_MAX, HOLDMAP_FRAME_BYTES_MAX, HOLDMAP_PENDING_MAX};
+use crate::mcp::envelope::object_member;
+use crate::mcp::line::{LineRead, read_line_capped};
+use crate::mcp::version::request_protocol_version;
+use crate::text::visible;
+
+/// The most bytes one read may hold: the frame limit counts JSON only, so a maximal frame's
+/// `\r\n` must still fit.
+const LINE_BYTES_MAX: usize = HOLDMAP_FRAME_BYTES_MAX + 2;
 
 /// Runs `holdmap mcp` on this process's stdin and stdout until stdin closes; the exit code.
 pub(crate) fn run_stdio() -> i32 {
-    0
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            tracing::error!(error = %e, "could not start the async runtime");
+            return 1;
+        }
+    };
+    let code = runtime.block_on(serve(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        Arc::new(Live),
+        catalog::catalog(),
+    ));
+    // A blocking read of stdin, or a tool's blocking work (a port poll), may still be running
+    // on the blocking pool; the process exits now rather than waiting for them.
+    runtime.shutdown_background();
+    code
 }
+
+/// Serves one session on `input`/`output` with `tools` until `input` ends (0), or until
+/// `output` is closed (0: there is nobody left to answer) or `input` fails (1).
+pub(crate) async fn serve<R, W>(
+    input: R,
+    mut output: W,
+    world: Arc<dyn World>,
+    tools: &'static [(ToolDef, Tool)],
+) -> i32
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut reader = BufReader::new(input);
+    let mut session = Session {
+        world,
+        tools,
+        negotiated: None,
+        handles: Handles::new(),
+    };
+    let mut work = Work::default();
+    let code = loop {
+        let read = {
+            let next = read_line_capped(&mut reader, LINE_BYTES_MAX);
+            tokio::pin!(next);
+            // Finished tool work is written while the next line is awaited; the read itself is
+            // never dropped half-way (it is not cancellation-safe).
+            loop {
+                tokio::select! {
+                    biased;
+                    joined = work.done.join_next(), if !work.done.is_empty() => {
+                        if let Some(out) = work.finish(joined)
+                            && write(&mut output, &out).await.is_err()
+                        {
+                            work.abort_all();
+                            return 0;
+                        }
+                    }
+                    read = &mut next => break read,
+                }
+            }
+        };
+        let out = match read {
+            Ok(LineRead::Eof) => break 0,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the client's input failed; stopping");
+                break 1;
+            }
+            Ok(LineRead::TooLong(n)) => {
+                tracing::debug!(bytes = n, "discarded an oversized frame");
+                Some(wire::line(&Answer::error(
+                    None,
+                    RpcError::oversized(),
+                    session.revision(),
+                )))
+            }
+            Ok(LineRead::Line(bytes)) => session.handle_line(&bytes, &mut work),
+        };
+        if let Some(out) = out
+            && write(&mut output, &out).await.is_err()
+        {
+            break 0;
+        }
+    };
+    // Nobody is left to read the answers of pending work.
+    work.abort_all();
+    code
+}
+
+/// Writes one line and flushes it. An error means the client closed our output.
+async fn write<W: AsyncWrite + Unpin>(output: &mut W, line: &[u8]) -> std::io::Result<()> {
+    let written = async {
+        output.write_all(line).await?;
+        output.flush().await
+    }
+    .await;
+    if let Err(e) = &written {
+        tracing::debug!(error = %e, "the client closed the server's output; stopping");
+    }
+    written
+}
+
+/// One session: what `initialize` negotiated and the confirmation handles. There is no
+/// lifecycle gating (as in the reference server): a request before `initialize` is served at
+/// the newest handshake revision, and 2026-07-28 clients never call `initialize` at all.
+struct Session {
+    world: Arc<dyn World>,
+    tools: &'static [(ToolDef, Tool)],
+    negotiated: Option<&'static str>,
+    handles: Handles,
+}
+
+/// What one message came to.
+enum Step {
+    /// A notification: no answer.
+    Silent,
+    Answer(Answer),
+    /// A tool still running: its answer comes when it finishes.
+    Wait(Waiting),
+}
+
+/// A tool call running as its own task.
+struct Waiting {
+    id: Id,
+    revision: &'static str,
+    serial: u64,
+    task: JoinHandle<Outcome>,
+}
+
+impl Session {
+    /// The session's revision: the negotiated one, else the newest handshake revision.
+    fn revision(&self) -> &'static str {
+        self.negotiated.unwrap_or(NEWEST_HANDSHAKE)
+    }
+
+    /// The line to write for `bytes`, if any (tool work may answer later through `work`).
+    fn handle_line(&mut self, bytes: &[u8], work: &mut Work) -> Option<Vec<u8>> {
+        let frame = match wire::read_frame(bytes) {
+            Ok(frame) => frame,
+            Err(e) => {
+                tracing::debug!(error = %e, "refused a line");
+                return Some(wire::line(&Answer::error(None, e, self.revision())));
+            }
+        };
+        match frame {
+            Frame::Blank => None,
+            Frame::One(raw, value) => match self.handle_message(raw, value, work) {
+                Step::Silent => None,
+                Step::Answer(answer) => Some(wire::line(&answer)),
+                Step::Wait(waiting) => {
+                    work.assemble(vec![Step::Wait(waiting)], false);
+                    None
+                }
+            },
+            Frame::Batch(items) => self.handle_batch(items, work),
+        }
+    }
+
+    /// A legacy JSON-RPC batch: refused whole unless the session's revision has batches and it
+    /// holds 1 to `HOLDMAP_BATCH_MAX` messages; then each runs in order and the answers form
+    /// one array line (none when every message was a notification).
+    fn handle_batch(&mut self, items: Vec<(&[u8], Value)>, work: &mut Work) -> Option<Vec<u8>> {
+        let revision = self.revision();
+        let refusal = if items.is_empty() {
+            Some("Invalid JSON-RPC request: an empty batch holds no request".to_owned())
+        } else if !wire::batches_allowed(revision) {
+            Some(format!(
+                "Invalid JSON-RPC request: batches are not part of protocol revision \
+                 {revision}; send one request per line"
+            ))
+        } else if items.len() > HOLDMAP_BATCH_MAX {
+            Some(format!(
+                "Invalid JSON-RPC request: a batch of {} messages is more than the \
+                 {HOLDMAP_BATCH_MAX} this server accepts; none of them were executed",
+                items.len()
+            ))
+        } else {
+            None
+        };
+        if let Some(message) = refusal {
+            let error = RpcError::invalid_request(message);
+            return Some(wire::line(&Answer::error(None, error, revision)));
+        }
+        let steps: Vec<Step> = items
+            .into_iter()
+            .map(|(raw, value)| self.handle_message(raw, value, work))
+            .filter(|step| !matches!(step, Step::Silent))
+            .collect();
+        if steps.iter().any(|step| matches!(step, Step::Wait(_))) {
+            work.assemble(steps, true);
+            return None;
+        }
+        let answers: Vec<Answer> = steps
+            .into_iter()
+            .filter_map(|step| match step {
+                Step::Answer(answer) => Some(answer),
+                Step::Silent | Step::Wait(_) => None,
+            })
+            .collect();
+        (!answers.is_empty()).then(|| wire::batch_line(&answers))
+    }
+
+    /// One message (a whole line, or one element of a batch).
+    fn handle_message(&mut self, raw: &[u8], value: Value, work: &mut Work) -> Step {
+        let request = match wire::envelope(raw, value) {
+            Ok(request) => request,
+            Err(rejection) => {
+                let answer = Answer::error(rejection.id.as_ref(), rejection.error, self.revision());
+                return Step::Answer(answer);
+            }
+        };
+        let Some(id) = request.id.as_ref() else {
+            // A notification gets no answer and changes nothing, except a cancellation.
+            if request.method == "notifications/cancelled"
+                && let Some(target) = request.params.get("requestId")
+            {
+                work.cancel(&wire::key_of(target));
+            }
+            return Step::Silent;
+        };
+        // The revision this request is under: the one it names (2026-07-28 clients name it on
+        // every request), else the session's.
+        let revision = match object_member(raw, "params").and_then(request_protocol_version) {
+            None => self.revision(),
+            Some(named) => match known_revision(&named) {
+                Some(revision) => revision,
+                None => {
+                    let error = RpcError::unsupported_revision(&named);
+                    return Step::Answer(Answer::error(Some(id), error, self.revision()));
+                }
+            },
+        };
+        tracing::debug!(method = %request.method, revision, "request");
+        self.dispatch(&request, id, revision, work)
+    }
+
+    fn dispatch(
+        &mut self,
+        request: &Request,
+        id: &Id,
+        revision: &'static str,
+        work: &mut Work,
+    ) -> Step {
+        let params = &request.params;
+        let method = request.method.as_str();
+        let result = match method {
+            "initialize" => match methods::initialize(params) {
+                Ok((negotiated, result)) => {
+                    self.negotiated = Some(negotiated);
+                    // Handles belong to one session; a new handshake starts another.
+                    self.handles.clear();
+                    return Step::Answer(Answer::result(id, result, negotiated, method));
+                }
+                Err(e) => Err(e),
+            },
+            "server/discover" => Ok(methods::discover()),
+            "ping" => Ok(json!({})),
+            "tools/list" => Ok(methods::tools_list(self.tools)),
+            "tools/call" => return self.call(params, id, revision, work),
+            "resources/list" => Ok(methods::resources_list()),
+            "resources/templates/list" => Ok(methods::resource_templates_list()),
+            "resources/read" => methods::resources_read(params),
+            "prompts/list" => Ok(methods::prompts_list()),
+            "prompts/get" => methods::prompts_get(params),
+            other => Err(RpcError::new(
+                wire::METHOD_NOT_FOUND,
+                format!("method not found: {}", visible(other)),
+            )),
+        };
+        Step::Answer(match result {
+            Ok(result) => Answer::result(id, result, revision, method),
+            Err(e) => Answer::error(Some(id), e, revision),
+        })
+    }
+
+    /// `tools/call`: malformed params are JSON-RPC errors; arguments that fail the tool's
+    /// published schema, a full queue and the tool's own failures are tool errors.
+    fn call(
+        &mut self,
+        params: &serde_json::Map<String, Value>,
+        id: &Id,
+        revision: &'static str,
+        work: &mut Work,
+    ) -> Step {
+        let tool_error = |text: &str| {
+            Step::Answer(Answer::result(
+                id,
+                methods::tool_error(text),
+                revision,
+                "tools/call",
+            ))
+        };
+        let ((def, tool), arguments) = match methods::call_target(params, self.tools) {
+            Ok(target) => target,
+            Err(e) => return Step::Answer(Answer::error(Some(id), e, revision)),
+        };
+        let checked = Value::Object(arguments.clone());
+        if let Err(text) = schema::validate(&def.input_schema, &checked, "arguments") {
+            return tool_error(&text);
+        }
+        if work.is_running(id.key()) {
+            let error = RpcError::invalid_request(format!(
+                "Invalid JSON-RPC request: id {} is already used by a tools/call that is still \
+                 running; give each request its own id",
+                visible(id.key())
+            ));
+            return Step::Answer(Answer::error(Some(id), error, revision));
+        }
+        // Checked before the tool runs, so a refused call has no effect at all (no handle
+        // consumed by a stop that would then not run).
+        if work.running.len() >= HOLDMAP_PENDING_MAX {
+            return tool_error(&format!(
+                "{HOLDMAP_PENDING_MAX} tool calls are still running, the most this server runs \
+                 at once; wait for one to finish (or cancel one) and call again"
+            ));
+        }
+        let mut cx = Cx {
+            world: &self.world,
+            handles: &mut self.handles,
+        };
+        match (tool.run)(&arguments, &mut cx) {
+            Reply::Now(outcome) => Step::Answer(Answer::result(
+                id,
+                methods::tool_result(outcome),
+                revision,
+                "tools/call",
+            )),
+            Reply::Later(pending) => Step::Wait(work.start(id.clone(), revision, pending)),
+        }
+    }
+}
+
+/// A running tool call, found by its request id's key (for `notifications/cancelled`).
+struct Running {
+    serial: u64,
+    abort: AbortHandle,
+}
+
+/// Tool work in flight: each `Reply::Later` runs as its own task (`running`, which the cap
+/// counts and cancellation aborts); each line still owed an answer is a task in `done` that
+/// awaits them and gives the line.
+#[derive(Default)]
+struct Work {
+    running: HashMap<String, Running>,
+    done: JoinSet<Finished>,
+    next_serial: u64,
+}
+
+/// A line's tool work, finished: which calls ended, and the line to write (none when every
+/// call in it was cancelled).
+struct Finished {
+    ended: Vec<(String, u64)>,
+    line: Option<Vec<u8>>,
+}
+
+impl Work {
+    fn is_running(&self, key: &str) -> bool {
+        self.running.contains_key(key)
+    }
+
+    /// Spawns a tool's pending work.
+    fn start(&mut self, id: Id, revision: &'static str, pending: Pending) -> Waiting {
+        let task = tokio::spawn(pending);
+        self.next_serial = self.next_serial.wrapping_add(1);
+        let serial = self.next_serial;
+        self.running.insert(
+            id.key().to_owned(),
+            Running {
+                serial,
+                abort: task.abort_handle(),
+            },
+        );
+        Waiting {
+            id,
+            revision,
+            serial,
+            task,
+        }
+    }
+
+    /// Awaits the line's waiting calls in order (as its own task) and gives its line: one
+    /// answer, or (for a batch) the array of every answer in order.
+    fn assemble(&mut self, steps: Vec<Step>, batch: bool) {
+        self.done.spawn(async move {
+            let mut answers = Vec::new();
+            let mut ended = Vec::new();
+            for step in steps {
+                match step {
+                    Step::Silent => {}
+                    Step::Answer(answer) => answers.push(answer),
+                    Step::Wait(waiting) => {
+                        ended.push((waiting.id.key().to_owned(), waiting.serial));
+                        let outcome = match waiting.task.await {
+                            Ok(outcome) => outcome,
+                            // Cancelled by the client: no answer at all.
+                            Err(e) if e.is_cancelled() => continue,
+                            Err(_) => Outcome::Failed(
+                                "the tool stopped unexpectedly; nothing more is known about \
+                                 its effect, so look again before retrying"
+                                    .to_owned(),
+                            ),
+                        };
+                        answers.push(Answer::result(
+                            &waiting.id,
+                            methods::tool_result(outcome),
+                            waiting.revision,
+                            "tools/call",
+                        ));
+                    }
+                }
+            }
+            let line = if batch {
+                (!answers.is_empty()).then(|| wire::batch_line(&answers))
+            } else {
+                answers.first().map(wire::line)
+            };
+            Finished { ended, line }
+        });
+    }
+
+    /// Books a finished line's calls as ended; the line to write.
+    fn finish(
+        &mut self,
+        joined: Option<Result<Finished, tokio::task::JoinError>>,
+    ) -> Option<Vec<u8>> {
+        let finished = match joined? {
+            Ok(finished) => finished,
+            Err(e) => {
+                tracing::error!(error = %e, "a tool's answer was lost");
+                return None;
+            }
+        };
+        for (key, serial) in finished.ended {
+            // A cancelled call's id may already name a newer call: only its own entry goes.
+            if self.running.get(&key).is_some_and(|r| r.serial == serial) {
+                self.running.remove(&key);
+            }
+        }
+        finished.line
+    }
+
+    /// Aborts the running call with this id key, if any; its answer is never sent.
+    fn cancel(&mut self, key: &str) {
+        if let Some(running) = self.running.remove(key) {
+            tracing::debug!(id = %key, "cancelled a running tool call");
+            running.abort.abort();
+        }
+    }
+
+    fn abort_all(&mut self) {
+        for (_, running) in self.running.drain() {
+            running.abort.abort();
+        }
+        self.done.abort_all();
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -363,3 +363,44 @@ fn a_port_a_container_forwarder_holds_is_protected_and_not_a_dev_server() {
     assert_eq!(l.exposure, Exposure::AllInterfaces);
     assert_eq!(l.protected.map(|p| p.level), Some(Level::Soft));
 }
+
+#[test]
+fn the_json_of_a_dev_server_says_what_it_is_in_words_and_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("package.json"), r#"{"name":"shop"}"#).unwrap();
+    let mut s = machine();
+    let cwd = dir.path().to_str().unwrap();
+    add(
+        &mut s,
+        process(
+            2000,
+            800,
+            1000,
+            "node",
+            &["node", "/p/node_modules/.bin/vite", "--host"],
+            cwd,
+        ),
+    );
+    listen(&mut s, "0.0.0.0:5173", 2000);
+    listen(&mut s, "[::]:5173", 2000);
+    let json = to_json(&only(&s));
+    assert_eq!(json["port"], 5173);
+    assert_eq!(json["protocol"], "tcp");
+    assert_eq!(json["addresses"], serde_json::json!(["0.0.0.0", "::"]));
+    assert_eq!(json["exposure"], "all_interfaces");
+    assert_eq!(json["pid"], 2000);
+    assert_eq!(json["process"], "node");
+    assert_eq!(json["command"], "node /p/node_modules/.bin/vite --host");
+    assert_eq!(json["framework"], "vite");
+    assert_eq!(json["category"], "dev");
+    assert_eq!(json["project"]["name"], "shop");
+    assert_eq!(json["project"]["branch"], Value::Null);
+    assert_eq!(
+        (json["is_dev"].clone(), json["is_mine"].clone()),
+        (Value::Bool(true), Value::Bool(true))
+    );
+    assert_eq!(
+        (json["protected"].clone(), json["protection"].clone()),
+        (Value::Bool(false), Value::Null)
+    );
+}

@@ -126,7 +126,11 @@ fn a_login_shell_is_protected_and_its_login_host_too_but_sh_dash_c_is_not() {
     assert_eq!(level(&s, 1100), Some(Level::Soft));
     assert_eq!(level(&s, 1304), Some(Level::Soft));
     assert_eq!(level(&s, 1305), Some(Level::Soft));
-    for pid in [1300, 1301, 1302, 1303, 1306] {
+    add(
+        &mut s,
+        process(1307, 1200, 1000, "fish", &["fish", "--command=vite"], "/p"),
+    );
+    for pid in [1300, 1301, 1302, 1303, 1306, 1307] {
         assert_eq!(protection(&s, pid), None, "pid {pid}");
     }
 }
