@@ -454,23 +454,3 @@ pub const HOLDMAP_FDS_PER_PROCESS_MAX: usize = 256 * 1024;
 /// Most processes read per scan (the kernel's default `pid_max` on 64-bit is 4,194,304, but a
 /// machine with more than this many live processes is not one holdmap can summarise).
 pub const HOLDMAP_PROCS_MAX: usize = 1024 * 1024;
-
-// added by judge
-/// Most folders `project_of` climbs from a working directory looking for a project marker (and
-/// for the enclosing `.git`): deeper than any real checkout, bounded so a deep path costs little.
-pub const HOLDMAP_PROJECT_LEVELS_MAX: usize = 32;
-
-/// Most bytes of a `package.json` read for its `name`; a larger one is named after its folder.
-pub const HOLDMAP_PACKAGE_JSON_BYTES_MAX: u64 = 256 * 1024;
-
-/// Most bytes read of a `.git/HEAD` or a `.git` file (`gitdir: …`): both are one short line.
-pub const HOLDMAP_GIT_HEAD_BYTES_MAX: u64 = 4096;
-
-/// Largest inline JSON argument (bytes) redaction parses to mask values by key; a larger one is
-/// masked whole, since it cannot be checked within the bound.
-pub const HOLDMAP_INLINE_JSON_BYTES_MAX: usize = 64 * 1024;
-
-/// Deepest nesting of an inline JSON argument redaction walks; a deeper one is masked whole.
-pub const HOLDMAP_INLINE_JSON_DEPTH_MAX: usize = 32;
-
-const _: () = assert!(HOLDMAP_INLINE_JSON_BYTES_MAX < HOLDMAP_FRAME_BYTES_MAX);
