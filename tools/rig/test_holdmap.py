@@ -594,7 +594,7 @@ def test_through_holdcall_a_stop_preview_passes_and_the_real_stop_is_held_until_
                 out["text dry_run"] = await call(
                     client, "stop_port", {"port": port, "dry_run": "false", "confirmation_id": handle}
                 )
-                out["list"] = await call(client, "list_ports", {"query": f":{port}"})
+                out["list"] = await call(client, "get_topology", {})
 
                 async def stop() -> None:
                     out["stop"] = await call(client, "stop_port", execute(port, handle))
@@ -623,7 +623,7 @@ def test_through_holdcall_a_stop_preview_passes_and_the_real_stop_is_held_until_
         assert decisions(holdcall) == [
             ("stop_port", "allow"),
             ("stop_port", "deny"),
-            ("list_ports", "allow"),
+            ("get_topology", "allow"),
             ("stop_port", "ask"),
         ], decisions(holdcall)
     finally:
