@@ -454,3 +454,18 @@ pub const HOLDMAP_PROCS_MAX: usize = 1024 * 1024;
 /// port is free: often enough that a stop ends soon after the tree does.
 pub const HOLDMAP_STOP_POLL: Duration = Duration::from_millis(50);
 const _: () = assert!(HOLDMAP_STOP_POLL.as_millis() < HOLDMAP_STOP_KILL_WAIT.as_millis());
+
+// added by ports
+/// Most connections and most process-tree rows one `explain_port` / `inspect_port` result lists;
+/// past it the rest are counted (`connections_omitted`, `process_tree_omitted`), never dropped
+/// silently.
+pub const HOLDMAP_INSPECT_ROWS_MAX: usize = 256;
+
+/// Longest page title or `Server` header the HTTP probe keeps (characters).
+pub const HOLDMAP_PROBE_TEXT_CHARS_MAX: usize = 200;
+
+/// How many ephemeral ports `find_free_port` (without `near`) asks the OS for before giving up,
+/// when the one it got is held on another address or not bindable on ::1.
+pub const HOLDMAP_EPHEMERAL_TRIES: usize = 8;
+
+const _: () = assert!(HOLDMAP_PROBE_TEXT_CHARS_MAX < HOLDMAP_PROBE_BYTES_MAX);
