@@ -396,44 +396,6 @@ const _: () = assert!(HOLDMAP_WAIT_DEFAULT.as_secs() < HOLDMAP_WAIT_MAX.as_secs(
 const _: () = assert!(HOLDMAP_WAIT_POLL.as_millis() < HOLDMAP_PROBE_TIMEOUT.as_millis());
 const _: () = assert!(HOLDMAP_STOP_KILL_WAIT.as_secs() < HOLDMAP_STOP_GRACE.as_secs());
 
-// added by judge
-/// Most folders `project_of` climbs from a working directory looking for a project marker (and
-/// for the enclosing `.git`): deeper than any real checkout, bounded so a deep path costs little.
-pub const HOLDMAP_PROJECT_LEVELS_MAX: usize = 32;
-
-/// Most bytes of a `package.json` read for its `name`; a larger one is named after its folder.
-pub const HOLDMAP_PACKAGE_JSON_BYTES_MAX: u64 = 256 * 1024;
-
-/// Most bytes read of a `.git/HEAD` or a `.git` file (`gitdir: …`): both are one short line.
-pub const HOLDMAP_GIT_HEAD_BYTES_MAX: u64 = 4096;
-
-/// Largest inline JSON argument (bytes) redaction parses to mask values by key; a larger one is
-/// masked whole, since it cannot be checked within the bound.
-pub const HOLDMAP_INLINE_JSON_BYTES_MAX: usize = 64 * 1024;
-
-/// Deepest nesting of an inline JSON argument redaction walks; a deeper one is masked whole.
-pub const HOLDMAP_INLINE_JSON_DEPTH_MAX: usize = 32;
-
-const _: () = assert!(HOLDMAP_INLINE_JSON_BYTES_MAX < HOLDMAP_FRAME_BYTES_MAX);
-
-// added by stops
-/// How often a stop looks again whether its signalled processes have exited and whether the
-/// port is free: often enough that a stop ends soon after the tree does.
-pub const HOLDMAP_STOP_POLL: Duration = Duration::from_millis(50);
-const _: () = assert!(HOLDMAP_STOP_POLL.as_millis() < HOLDMAP_STOP_KILL_WAIT.as_millis());
-
-// added by topo
-/// Longest cluster name `get_topology` gives (characters, before a `-2`-style suffix that makes
-/// it unique): a project or process name shown as is, shortened so that it stays well inside
-/// `plan_cluster_stop`'s 256-character argument.
-pub const HOLDMAP_CLUSTER_NAME_CHARS_MAX: usize = 128;
-/// Longest `cluster` argument `plan_cluster_stop` accepts (characters).
-pub const HOLDMAP_CLUSTER_ARG_CHARS_MAX: usize = 256;
-/// Most cluster names an unknown-cluster error lists before "and N more".
-pub const HOLDMAP_CLUSTER_NAMES_LISTED_MAX: usize = 50;
-
-const _: () = assert!(HOLDMAP_CLUSTER_NAME_CHARS_MAX + 16 <= HOLDMAP_CLUSTER_ARG_CHARS_MAX);
-
 // added by os
 /// Most bytes of one socket table (`/proc/net/tcp` …) read per scan. A row is about 150 bytes,
 /// so this is some 400,000 sockets; past it the rest of the table is left out with a warning.
@@ -455,6 +417,7 @@ pub const HOLDMAP_FDS_PER_PROCESS_MAX: usize = 256 * 1024;
 /// machine with more than this many live processes is not one holdmap can summarise).
 pub const HOLDMAP_PROCS_MAX: usize = 1024 * 1024;
 
+
 // added by judge
 /// Most folders `project_of` climbs from a working directory looking for a project marker (and
 /// for the enclosing `.git`): deeper than any real checkout, bounded so a deep path costs little.
@@ -474,11 +437,14 @@ pub const HOLDMAP_INLINE_JSON_BYTES_MAX: usize = 64 * 1024;
 pub const HOLDMAP_INLINE_JSON_DEPTH_MAX: usize = 32;
 
 const _: () = assert!(HOLDMAP_INLINE_JSON_BYTES_MAX < HOLDMAP_FRAME_BYTES_MAX);
+
+
 // added by stops
 /// How often a stop looks again whether its signalled processes have exited and whether the
 /// port is free: often enough that a stop ends soon after the tree does.
 pub const HOLDMAP_STOP_POLL: Duration = Duration::from_millis(50);
 const _: () = assert!(HOLDMAP_STOP_POLL.as_millis() < HOLDMAP_STOP_KILL_WAIT.as_millis());
+
 
 // added by topo
 /// Longest cluster name `get_topology` gives (characters, before a `-2`-style suffix that makes
@@ -491,6 +457,7 @@ pub const HOLDMAP_CLUSTER_ARG_CHARS_MAX: usize = 256;
 pub const HOLDMAP_CLUSTER_NAMES_LISTED_MAX: usize = 50;
 
 const _: () = assert!(HOLDMAP_CLUSTER_NAME_CHARS_MAX + 16 <= HOLDMAP_CLUSTER_ARG_CHARS_MAX);
+
 
 // added by ports
 /// Most connections and most process-tree rows one `explain_port` / `inspect_port` result lists;
@@ -506,3 +473,4 @@ pub const HOLDMAP_PROBE_TEXT_CHARS_MAX: usize = 200;
 pub const HOLDMAP_EPHEMERAL_TRIES: usize = 8;
 
 const _: () = assert!(HOLDMAP_PROBE_TEXT_CHARS_MAX < HOLDMAP_PROBE_BYTES_MAX);
+
