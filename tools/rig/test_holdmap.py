@@ -77,13 +77,15 @@ def handle_of(result: dict[str, Any], revision: str) -> str:
 
 
 def no_handle(result: dict[str, Any], revision: str) -> str:
-    """A refused preview: a tool error, or a plan with no handle. Its words, for the reason."""
+    """A refused preview: a tool error, or a plan with no handle. The words a model reads for
+    the reason (the tool error, or the preview's `refusals`)."""
     if result.get("isError") is True:
         return tool_error(result)
     s = structured(result, revision)
     assert s.get("confirmation_id") is None, f"a refused preview issued a handle: {s}"
     assert s.get("confirmation_expires_in_s") is None, s
-    return json.dumps(s)
+    assert s.get("permitted") is False and s.get("refusals"), s
+    return "\n".join(s["refusals"])
 
 
 def check_wire(logdir: Path, revision: str) -> None:
@@ -492,7 +494,9 @@ def test_previews_of_pid_1_and_of_holdmaps_own_ancestors_are_refused_and_issue_n
     assert mine and all(e.get("pid") == os.getpid() for e in mine), mine
     for port, results in s["previews"].items():
         for result in results:
-            no_handle(result, revision)
+            words = no_handle(result, revision)
+            if port == own_port:  # the reason is the owner's own: it is holdmap's ancestor
+                assert "ancestor" in words, words
 
     # holdmap's own parent shell holds a port (holdmap is its child; the port is the shell's).
     report = tmp_path / "shell-port"
@@ -508,7 +512,8 @@ def test_previews_of_pid_1_and_of_holdmaps_own_ancestors_are_refused_and_issue_n
     check_wire(shell_log, revision)
     assert {e.get("pid") for e in t["listed"]["ports"]} == {t["shell"]}, t["listed"]
     for result in t["previews"]:
-        no_handle(result, revision)
+        words = no_handle(result, revision)
+        assert "ancestor" in words, words  # the shell is refused as holdmap's ancestor
     if not s["pid1_ports"] and not s["hidden_ports"]:
         pytest.skip("no port here is held by PID 1 or by an owner holdmap cannot see: not exercised")
 
