@@ -181,7 +181,7 @@ def test_discovery_lists_the_nine_tools_the_guide_and_three_prompts_in_each_revi
 @pytest.mark.parametrize("revision", REVISIONS)
 def test_every_tool_answers_with_its_json_as_structured_content_from_2025_06_18_and_as_text_below(revision, tmp_path):
     with DevServer() as dev:
-        port, pid = dev.port, dev.pid
+        port, pid, folder = dev.port, dev.pid, str(dev.folder)
 
         async def scenario(client: Client) -> dict[str, Any]:
             out: dict[str, Any] = {}
@@ -226,6 +226,9 @@ def test_every_tool_answers_with_its_json_as_structured_content_from_2025_06_18_
     listed = structured(s["all"], revision)
     ours = [e for e in listed["ports"] if e.get("port") == port]
     assert ours and all(e.get("pid") == pid for e in ours), ours
+    # Process, project folder, framework, dev server, exposure: as the seed lists them.
+    assert [(e["project"]["root"], e["is_dev"], e["exposure"]) for e in ours] == [(folder, True, "loopback")], ours
+    assert all(e.get("framework") and e.get("process") for e in ours), ours
     assert listed["platform"] == "linux" and isinstance(listed["taken_at_ms"], int), listed
     assert isinstance(listed["warnings"], list), listed
     for warning in listed["warnings"]:  # warnings are in the readable summary too
@@ -239,6 +242,8 @@ def test_every_tool_answers_with_its_json_as_structured_content_from_2025_06_18_
     for key in ("explain", "inspect"):
         result = structured(s[key], revision)
         assert pid in pids_in(result), (key, result)
+        # The bounded probe: one GET / on loopback, answered by the dev server itself.
+        assert result["http"]["status"] == 200, (key, result["http"])
     free = structured(s["free"], revision)["port"]
     assert isinstance(free, int) and 1 <= free <= 65535 and free != port, free
     near = structured(s["free_near"], revision)["port"]
