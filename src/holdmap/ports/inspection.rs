@@ -206,7 +206,7 @@ pub(super) fn output_schema() -> Value {
                 "additionalProperties": false
             },
             "plan": {
-                "anyOf": [{"type": "object"}, {"type": "null"}],
+                "anyOf": [plan::plan_schema(), {"type": "null"}],
                 "description": "What stop_port would do (a preview of its plan, nothing executed); null when the port is free."
             },
             "http": {

@@ -144,8 +144,7 @@ fn done(def: fn() -> ToolDef, o: Outcome) -> (String, Value) {
             summary,
             structured,
         } => {
-            crate::holdmap::schema::validate(&def().output_schema, &structured, "result")
-                .unwrap_or_else(|e| panic!("{e}: {structured:#}"));
+            crate::holdmap::catalog::check_output(def().name, &structured);
             assert!(structured.is_object());
             (summary, structured)
         }
