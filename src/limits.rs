@@ -417,7 +417,6 @@ pub const HOLDMAP_FDS_PER_PROCESS_MAX: usize = 256 * 1024;
 /// machine with more than this many live processes is not one holdmap can summarise).
 pub const HOLDMAP_PROCS_MAX: usize = 1024 * 1024;
 
-
 // added by judge
 /// Most folders `project_of` climbs from a working directory looking for a project marker (and
 /// for the enclosing `.git`): deeper than any real checkout, bounded so a deep path costs little.
@@ -437,14 +436,11 @@ pub const HOLDMAP_INLINE_JSON_BYTES_MAX: usize = 64 * 1024;
 pub const HOLDMAP_INLINE_JSON_DEPTH_MAX: usize = 32;
 
 const _: () = assert!(HOLDMAP_INLINE_JSON_BYTES_MAX < HOLDMAP_FRAME_BYTES_MAX);
-
-
 // added by stops
 /// How often a stop looks again whether its signalled processes have exited and whether the
 /// port is free: often enough that a stop ends soon after the tree does.
 pub const HOLDMAP_STOP_POLL: Duration = Duration::from_millis(50);
 const _: () = assert!(HOLDMAP_STOP_POLL.as_millis() < HOLDMAP_STOP_KILL_WAIT.as_millis());
-
 
 // added by topo
 /// Longest cluster name `get_topology` gives (characters, before a `-2`-style suffix that makes
@@ -457,7 +453,6 @@ pub const HOLDMAP_CLUSTER_ARG_CHARS_MAX: usize = 256;
 pub const HOLDMAP_CLUSTER_NAMES_LISTED_MAX: usize = 50;
 
 const _: () = assert!(HOLDMAP_CLUSTER_NAME_CHARS_MAX + 16 <= HOLDMAP_CLUSTER_ARG_CHARS_MAX);
-
 
 // added by ports
 /// Most connections and most process-tree rows one `explain_port` / `inspect_port` result lists;
@@ -473,4 +468,3 @@ pub const HOLDMAP_PROBE_TEXT_CHARS_MAX: usize = 200;
 pub const HOLDMAP_EPHEMERAL_TRIES: usize = 8;
 
 const _: () = assert!(HOLDMAP_PROBE_TEXT_CHARS_MAX < HOLDMAP_PROBE_BYTES_MAX);
-

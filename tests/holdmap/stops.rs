@@ -73,18 +73,12 @@ impl Server {
 
     /// `python3 -m http.server` replacing its shell.
     fn http(port: u16) -> Server {
-        Server::start(
-            port,
-            "exec python3 -m http.server --bind 127.0.0.1 PORT",
-        )
+        Server::start(port, "exec python3 -m http.server --bind 127.0.0.1 PORT")
     }
 
     /// The same below a shell that stays (`sh -c '…; true'`): a two-process tree.
     fn http_tree(port: u16) -> Server {
-        Server::start(
-            port,
-            "python3 -m http.server --bind 127.0.0.1 PORT; true",
-        )
+        Server::start(port, "python3 -m http.server --bind 127.0.0.1 PORT; true")
     }
 
     /// A listener that ignores SIGTERM.
@@ -230,7 +224,10 @@ fn a_replayed_handle_stops_nothing() {
     let mut second = Server::http(port);
     let text = tool_error(&h.call(3, "stop_port", args));
     assert!(text.contains("no such handle in this session"), "{text}");
-    assert!(second.exited().is_none(), "the replay stopped the new server");
+    assert!(
+        second.exited().is_none(),
+        "the replay stopped the new server"
+    );
     assert!(accepts(port));
 }
 
@@ -245,7 +242,10 @@ fn a_changed_owner_after_the_preview_is_refused() {
     let mut second = Server::http(port);
     let args = json!({"port": port, "dry_run": false, "confirmation_id": id});
     let text = tool_error(&h.call(2, "stop_port", args.clone()));
-    assert!(text.contains("the owners changed since the preview"), "{text}");
+    assert!(
+        text.contains("the owners changed since the preview"),
+        "{text}"
+    );
     assert!(second.exited().is_none(), "the new owner was stopped");
     let again = tool_error(&h.call(3, "stop_port", args));
     assert!(again.contains("no such handle"), "consumed: {again}");
@@ -359,7 +359,11 @@ fn a_preview_of_pid_1s_ports_is_refused_and_issues_no_handle() {
         assert_refused_without_handle(&answer);
     }
     // Always checked, whether or not PID 1 listens: a port nothing holds gets no handle either.
-    let answer = h.call(2, "stop_port", json!({"port": free_port(), "dry_run": true}));
+    let answer = h.call(
+        2,
+        "stop_port",
+        json!({"port": free_port(), "dry_run": true}),
+    );
     assert_refused_without_handle(&answer);
 }
 
@@ -485,7 +489,9 @@ fn a_port_holdmap_itself_holds_is_refused_and_issues_no_handle() {
     assert_refused_without_handle(&answer);
     assert_eq!(
         i64::from(b.child.id()),
-        structured(&answer)["plans"][0]["owners"][0]["pid"].as_i64().unwrap(),
+        structured(&answer)["plans"][0]["owners"][0]["pid"]
+            .as_i64()
+            .unwrap(),
         "the owner is holdmap itself: {answer}"
     );
 }
@@ -503,4 +509,104 @@ fn a_port_holdmaps_parent_shell_holds_is_refused_and_issues_no_handle() {
     assert_refused_without_handle(&answer);
     assert_eq!(structured(&answer)["plans"][0]["risk"], json!("high"));
     assert!(b.child.try_wait().unwrap().is_none());
+}
+
+/// A stand-in agent this test starts: a copy of `sh` named `claude` (holdmap recognises agents
+/// by their executable), running `line` in a temp project folder. Only ever addressed as
+/// `pid:N`, so no real agent on the machine is ever selected.
+struct Agent {
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Agent {
+    fn start(line: &str) -> Agent {
+        let dir = tempfile::tempdir().unwrap();
+        let sh = std::fs::canonicalize("/bin/sh").unwrap();
+        let exe = dir.path().join("claude");
+        std::fs::copy(sh, &exe).unwrap();
+        let project = dir.path().join("shop");
+        std::fs::create_dir(&project).unwrap();
+        std::fs::write(project.join("package.json"), r#"{"name":"shop"}"#).unwrap();
+        let child = Command::new(&exe)
+            .arg("-c")
+            .arg(line)
+            .current_dir(&project)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Agent { child, _dir: dir }
+    }
+
+    fn query(&self) -> String {
+        format!("pid:{}", self.child.id())
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let pid = self.child.id();
+        if let Ok(children) = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")) {
+            for child in children.split_whitespace() {
+                let _ = Command::new("kill").args(["-KILL", child]).status();
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn an_agents_dev_server_is_previewed_and_stopped_with_one_handle_and_the_agent_is_not() {
+    let port = free_port();
+    let mut agent = Agent::start(&format!(
+        "python3 -m http.server --bind 127.0.0.1 {port} & wait; sleep 600"
+    ));
+    eventually("the agent's server accepts", || accepts(port));
+    let mut h = session();
+    let answer = h.call(1, "stop_agent_ports", json!({"agent": agent.query()}));
+    let out = structured(&answer);
+    assert_eq!(out["agents"][0]["pid"], json!(agent.child.id()), "{answer}");
+    assert_eq!(out["plans"].as_array().unwrap().len(), 1, "{answer}");
+    assert_eq!(out["permitted"], json!(true), "{answer}");
+    let id = out["confirmation_id"].as_str().unwrap().to_owned();
+    let answer = h.call(
+        2,
+        "stop_agent_ports",
+        json!({"agent": agent.query(), "dry_run": false, "confirmation_id": id}),
+    );
+    let report = structured(&answer);
+    assert_eq!(report["port_free"], json!(true), "{answer}");
+    assert_eq!(report["plans_completed"], json!(1));
+    assert!(!accepts(port));
+    assert!(
+        agent.child.try_wait().unwrap().is_none(),
+        "the agent itself was stopped"
+    );
+}
+
+#[test]
+fn a_bulk_preview_with_a_refused_plan_issues_no_handle() {
+    let dev = free_port();
+    let plain = free_port();
+    let agent = Agent::start(&format!(
+        "python3 -m http.server --bind 127.0.0.1 {dev} & \
+         cd / && python3 -c 'import socket, time\n\
+         s = socket.socket(); s.bind((\"127.0.0.1\", {plain})); s.listen()\n\
+         while True: time.sleep(60)' & wait"
+    ));
+    eventually("both of the agent's listeners accept", || {
+        accepts(dev) && accepts(plain)
+    });
+    let mut h = session();
+    let answer = h.call(
+        1,
+        "stop_agent_ports",
+        json!({"agent": agent.query(), "dry_run": true}),
+    );
+    let out = structured(&answer);
+    assert_eq!(out["plans"].as_array().unwrap().len(), 2, "{answer}");
+    assert_refused_without_handle(&answer);
 }

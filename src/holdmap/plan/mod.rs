@@ -158,7 +158,10 @@ pub(crate) fn plan_port(
             m
         })
         .collect();
-    let tree = tree_of(snap, &owner_pids);
+    let mut tree = tree_of(snap, &owner_pids);
+    for m in &mut tree {
+        m.is_dev = owners.iter().any(|o| o.pid == m.pid && o.is_dev);
+    }
     let steps = steps_for(&tree, port, protocol, opts);
     let (risk, risk_reason) = judge(snap, port, &owners, held.hidden, &tree);
     let refusal = refusal(port, &owners, held.hidden, risk, &risk_reason, opts);
