@@ -25,7 +25,15 @@ fn def_of(name: &'static str) -> ToolDef {
         name,
         title: "A fake tool",
         description: "for the server's tests",
-        input_schema: json!({"type": "object", "additionalProperties": false}),
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                "gate": {"type": "string"},
+                "a": {"type": "integer"},
+                "x": {"type": "boolean"},
+            },
+            "additionalProperties": false,
+        }),
         output_schema: json!({"type": "object"}),
         annotations: Annotations::STOPS,
     }
@@ -583,4 +591,20 @@ async fn blank_lines_are_skipped_and_a_last_line_without_a_newline_is_answered()
         json!(1)
     );
     assert_eq!(server.await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn arguments_that_fail_the_published_schema_are_a_tool_error_and_the_tool_never_runs() {
+    let mut c = Client::start();
+    let answer = c.call(1, "echo", json!({"a": "one"})).await;
+    let result = &answer["result"];
+    assert_eq!(result["isError"], json!(true), "{answer}");
+    assert!(result.get("structuredContent").is_none());
+    assert_eq!(result["content"].as_array().unwrap().len(), 1);
+    assert!(
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("arguments.a")
+    );
 }
