@@ -52,7 +52,13 @@ struct DevServer {
 impl DevServer {
     fn start(dir: &Path, port: u16) -> DevServer {
         let child = Command::new(python())
-            .args(["-m", "http.server", "--bind", "127.0.0.1", &port.to_string()])
+            .args([
+                "-m",
+                "http.server",
+                "--bind",
+                "127.0.0.1",
+                &port.to_string(),
+            ])
             .current_dir(dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -127,7 +133,10 @@ fn list_ports_finds_the_tests_http_server_with_its_project_branch_and_framework(
     assert_eq!(p["is_dev"], true);
     assert_eq!(p["exposure"], "loopback");
     assert_eq!(v["platform"], "linux");
-    let line = format!("{port}/tcp  http.server  pid {}  shop-web (main)  loopback", server.pid());
+    let line = format!(
+        "{port}/tcp  http.server  pid {}  shop-web (main)  loopback",
+        server.pid()
+    );
     assert!(summary(&answer).contains(&line), "{}", summary(&answer));
 }
 
@@ -151,7 +160,11 @@ fn explain_port_shows_the_stop_plan_and_a_200_from_the_loopback_probe() {
     assert_eq!(v["http"]["url"], format!("http://127.0.0.1:{port}/"));
     assert_eq!(v["http"]["status"], 200, "{v:#}");
     assert_eq!(v["bind_risk"]["level"], "loopback_only");
-    assert!(summary(&answer).contains("answered 200"), "{}", summary(&answer));
+    assert!(
+        summary(&answer).contains("answered 200"),
+        "{}",
+        summary(&answer)
+    );
     let inspected = structured(&h.call(2, "inspect_port", json!({"port": port})));
     assert_eq!(inspected["owners"], v["owners"]);
 }
@@ -210,10 +223,15 @@ fn a_wait_that_times_out_is_a_tool_error() {
     let mut h = started_holdmap();
     let answer = h.call(1, "wait_for_port", json!({"port": port, "timeout_s": 0.3}));
     assert_eq!(answer["result"]["isError"], true, "{answer}");
-    assert!(answer["result"].get("structuredContent").is_none(), "{answer}");
+    assert!(
+        answer["result"].get("structuredContent").is_none(),
+        "{answer}"
+    );
     let text = summary(&answer);
     assert!(
-        text.contains(&format!("port {port} did not accept connections within 0.3 s")),
+        text.contains(&format!(
+            "port {port} did not accept connections within 0.3 s"
+        )),
         "{text}"
     );
 }

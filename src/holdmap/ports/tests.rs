@@ -121,6 +121,7 @@ fn machine(project: &std::path::Path, port: u16) -> Snapshot {
 }
 
 type Run = fn(&Map<String, Value>, &mut Cx<'_>) -> Reply;
+type Def = fn() -> ToolDef;
 
 /// Runs `run` with `args`, awaiting a `Reply::Later`.
 async fn call(world: &Arc<FakeWorld>, run: Run, args: Value) -> Outcome {
@@ -623,7 +624,7 @@ async fn every_done_result_validates_against_its_published_schema() {
     let dir = shop_web();
     let port = closed_port();
     let world = FakeWorld::new(machine(dir.path(), port));
-    let cases: Vec<(fn() -> ToolDef, Run, Value)> = vec![
+    let cases: Vec<(Def, Run, Value)> = vec![
         (list::def, list::run, json!({})),
         (list::def, list::run, json!({"dev_only": true})),
         (explain::def, explain::run, json!({"port": port})),
