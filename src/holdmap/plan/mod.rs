@@ -392,7 +392,12 @@ fn tree_of(snap: &Snapshot, owners: &[i32]) -> Vec<Member> {
     }
     let mut tree: Vec<(usize, Member)> = roles
         .into_iter()
-        .filter_map(|(pid, role)| snap.proc(pid).map(|p| member(snap, p, role)))
+        // A zombie holds nothing and may be reaped before an execution: not part of the plan.
+        .filter_map(|(pid, role)| {
+            snap.proc(pid)
+                .filter(|p| !p.is_zombie())
+                .map(|p| member(snap, p, role))
+        })
         .map(|m| (snap.ancestors(m.pid).len(), m))
         .collect();
     tree.sort_by(|(da, a), (db, b)| db.cmp(da).then(a.pid.cmp(&b.pid)));

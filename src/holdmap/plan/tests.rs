@@ -272,3 +272,11 @@ fn the_published_plan_matches_its_schema_and_never_allows_protected() {
     assert!(keys.iter().all(|k| props.contains_key(*k)));
     assert_eq!(plan_schema()["additionalProperties"], json!(false));
 }
+
+#[test]
+fn a_zombie_below_the_owner_is_not_part_of_the_plan() {
+    let mut snap = with_vite();
+    snap.procs.get_mut(&1203).unwrap().state = 'Z';
+    let plan = plan_port(&snap, 5173, None, PlanOptions::default());
+    assert_eq!(pids(&plan.tree), vec![1202, 1201, 1200]);
+}
