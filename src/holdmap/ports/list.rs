@@ -152,11 +152,12 @@ fn summary(snap: &Snapshot, kept: &[Listener], filter: &Filter) -> String {
     for w in &snap.warnings {
         let _ = write!(out, "\nWarnings: {}", clean(w));
     }
-    if snap.hidden_sockets > 0 {
+    // The collection usually words its own warning about hidden sockets; one line either way.
+    if snap.hidden_sockets > 0 && !snap.warnings.iter().any(|w| w.contains("hidden_sockets")) {
         let _ = write!(
             out,
-            "\nWarnings: {} socket(s) are held by processes holdmap cannot see (another \
-             account's); they are counted in hidden_sockets, not listed.",
+            "\nWarnings: {} socket(s) are held by processes holdmap could not read; they are \
+             counted in hidden_sockets, not listed.",
             snap.hidden_sockets
         );
     }

@@ -272,7 +272,15 @@ async fn warnings_and_hidden_sockets_are_echoed_in_the_summary() {
         summary.contains("Warnings: /proc/net/udp6 could not be read"),
         "{summary}"
     );
-    assert!(summary.contains("Warnings: 3 socket(s) are held by processes holdmap cannot see"));
+    assert!(summary.contains("Warnings: 3 socket(s) are held by processes holdmap could not read"));
+    // A collection warning that already speaks of hidden sockets is not doubled.
+    let mut snap = fixture::machine();
+    snap.warnings
+        .push("2 sockets are held by no readable process; counted as hidden_sockets".to_owned());
+    snap.hidden_sockets = 2;
+    world.set(snap);
+    let (summary, _) = done(list::def, call(&world, list::run, json!({})).await);
+    assert_eq!(summary.matches("Warnings:").count(), 1, "{summary}");
     assert!(summary.ends_with("Check warnings before treating an empty result as complete."));
 }
 
