@@ -5,13 +5,14 @@
 
 use crate::common::*;
 
-const EXAMPLES: [&str; 6] = [
+const EXAMPLES: [&str; 7] = [
     "project-writes",
     "git-push",
     "no-secrets",
     "read-only-hours",
     "one-agent",
     "session-limits",
+    "holdmap-stops",
 ];
 
 fn example(name: &str) -> String {
@@ -291,4 +292,37 @@ fn session_limits_refuse_the_21st_delete_file_of_one_session_through_the_relay()
         decided(&env, "delete_file", r#"{"path":"/tmp/x"}"#),
         "allow"
     );
+}
+
+#[test]
+fn holdmap_stops_lets_a_stop_preview_through_holds_a_real_stop_and_refuses_a_dry_run_as_text() {
+    let env = Env::fast();
+    import(&env, "holdmap-stops");
+    assert_eq!(decided(&env, "stop_port", r#"{"port":3000}"#), "allow");
+    assert_eq!(
+        decided(&env, "stop_port", r#"{"port":3000,"dry_run":true}"#),
+        "allow"
+    );
+    assert_eq!(
+        decided(
+            &env,
+            "stop_port",
+            r#"{"port":3000,"dry_run":false,"confirmation_id":"a-1"}"#
+        ),
+        "ask"
+    );
+    assert_eq!(
+        decided(
+            &env,
+            "stop_agent_ports",
+            r#"{"agent":"claude","dry_run":false,"confirmation_id":"a-2"}"#
+        ),
+        "ask"
+    );
+    assert_eq!(
+        decided(&env, "stop_port", r#"{"port":3000,"dry_run":"false"}"#),
+        "deny"
+    );
+    assert_eq!(decided(&env, "list_ports", r#"{"dry_run":false}"#), "allow");
+    cases_pass_in_force(&env, "holdmap-stops");
 }
