@@ -567,7 +567,9 @@ fn judge(
             ),
         );
     }
-    for m in tree {
+    // The owners first: a refusal names the port's own owner when it is the one protected (a
+    // shell that is holdmap's ancestor), not some process below it in the tree (holdmap).
+    for m in owners.iter().chain(tree) {
         if let Some(why) = &m.protected {
             return (
                 Risk::High,
