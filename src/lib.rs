@@ -38,8 +38,12 @@
 //! - `demo`: `holdcall demo` and the built-in demo server.
 //! - `bench`: the hidden `holdcall bench-decisions`, which times decisions as a relay asks them.
 //!
+//! holdmap (beside Holdcall, on the shared layers and the foundation only; decision 0012):
+//! - `holdmap`: `holdmap mcp`, the MCP server that explains ports and stops dev servers behind
+//!   one-use handles.
+//!
 //! What the library exposes on purpose is the `pub` modules below: `cli` for the `holdcall`
-//! binary; and, for the integration tests (tests/) and the benchmark (benches/), which build
+//! binary, `holdmap` (its `Cli` and `run` only) for the `holdmap` binary; and, for the integration tests (tests/) and the benchmark (benches/), which build
 //! journals, policies and homes by hand and check the product's own constants, the items of
 //! `config`, `ids`, `journal`, `limits`, `policy`, `relay::classify`, `text`, `vault` and
 //! `clients::json` they name. Everything else is `pub(crate)`.
