@@ -8,7 +8,7 @@
 //! tree below it; its ports are the listeners its descendants hold.
 //!
 //! Must never: recognise an agent by the name a process chose for itself (its `comm`, its
-//! argv[0]) when its executable path says otherwise; treat a flag's value or free text as an
+//! `argv[0]`) when its executable path says otherwise; treat a flag's value or free text as an
 //! entry script (an unknown runtime flag means "not recognised"); count the agent's own
 //! listeners or protected processes' as ports it started.
 
@@ -179,7 +179,7 @@ fn by_name(s: &str) -> Option<&'static Program> {
 }
 
 /// The agent program `p` runs, if any. The executable decides when it can be read; only when it
-/// cannot (another account's process) does argv[0] stand in for it.
+/// cannot (another account's process) does `argv[0]` stand in for it.
 fn program_of(p: &Proc) -> Option<&'static Program> {
     let exe = p.exe.as_deref().and_then(Path::to_str);
     let image = match exe {
