@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// A fresh copy of `timeout` at `<env>/name`: a client program of its own.
 fn program(env: &Env, name: &str) -> PathBuf {
     let p = env.dir.path().join(name);
-    std::fs::copy("/usr/bin/timeout", &p).unwrap();
+    crate::common::copy_executable("/usr/bin/timeout", &p);
     p
 }
 

@@ -127,7 +127,7 @@ fn agent_and_connector_budgets_bind_only_their_scope() {
     // A copy of `timeout` plays the client program "claude"; `session` runs unenrolled, and the
     // relay's connector is "demo".
     let claude = env.dir.path().join("claude");
-    std::fs::copy("/usr/bin/timeout", &claude).unwrap();
+    crate::common::copy_executable("/usr/bin/timeout", &claude);
     env.ok(&["agent", "add", "claude", claude.to_str().unwrap()]);
     env.ok(&["policy", "budget", "1", "--all-tools", "--agent", "claude"]);
     let stderr = env.fails(&["agent", "remove", "claude"], 1);

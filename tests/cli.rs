@@ -113,7 +113,7 @@ fn daemon_restart_replaces_a_running_daemon() {
 fn an_older_build_of_the_daemon_is_named_as_such_and_restart_replaces_it() {
     let env = Env::new();
     let exe = env.dir.path().join("holdcall-copy");
-    std::fs::copy(Env::bin(), &exe).unwrap();
+    crate::common::copy_executable(Env::bin(), &exe);
     let run = |args: &[&str]| {
         std::process::Command::new(&exe)
             .args(args)

@@ -926,7 +926,7 @@ fn a_canary_secret_reaches_server_everythings_env_and_nowhere_else() {
 fn doctor_checks_the_credential_store_through_the_daemon_and_each_connectors_command() {
     let (env, _ss) = setup();
     let server = env.dir.path().join("server");
-    std::fs::copy("/usr/bin/true", &server).unwrap();
+    crate::common::copy_executable("/usr/bin/true", &server);
     let out = set(
         &env,
         "gh",

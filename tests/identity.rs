@@ -76,7 +76,7 @@ impl Place {
         let dir = tempfile::Builder::new().prefix("hcid").tempdir().unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let bin = dir.path().join("holdcall");
-        std::fs::copy(Env::bin(), &bin).unwrap();
+        crate::common::copy_executable(Env::bin(), &bin);
         std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
         Place {
             dir,
@@ -324,7 +324,7 @@ fn a_second_copy_of_holdcall_is_an_impostor_to_both_ends() {
     let (home, run) = p.homes("mine", None);
     // Same bytes, same user, another file: not this build. It runs a daemon of its own.
     let impostor = p.dir.path().join("holdcall-copy");
-    std::fs::copy(&p.bin, &impostor).unwrap();
+    crate::common::copy_executable(&p.bin, &impostor);
     std::fs::set_permissions(&impostor, std::fs::Permissions::from_mode(0o755)).unwrap();
     let o = p
         .cmd(&impostor, false, &home, &run, &["daemon", "start"])

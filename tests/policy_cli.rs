@@ -59,7 +59,7 @@ fn the_precedence_table_holds_through_the_real_daemon() {
     // A rule may name only an enrolled agent: the table's agents are A (the caller) and B.
     for name in ["A", "B"] {
         let program = env.dir.path().join(name);
-        std::fs::copy("/usr/bin/true", &program).unwrap();
+        crate::common::copy_executable("/usr/bin/true", &program);
         env.ok(&["agent", "add", name, program.to_str().unwrap()]);
     }
     for (n, line) in table.lines().enumerate() {

@@ -252,7 +252,7 @@ fn one_agent_admits_only_the_enrolled_claude_and_refuses_every_other_session() {
     let err = env.fails(&["policy", "import", &file], 1);
     assert!(err.contains("agent claude is not enrolled"), "{err}");
     let claude = env.dir.path().join("claude");
-    std::fs::copy("/usr/bin/timeout", &claude).unwrap();
+    crate::common::copy_executable("/usr/bin/timeout", &claude);
     env.ok(&["agent", "add", "claude", claude.to_str().unwrap()]);
     import(&env, "one-agent");
     // A relay whose parent is this test has no agent, and is refused.

@@ -40,7 +40,7 @@ fn an_agent_path_with_an_escape_a_bidi_override_and_a_zero_width_is_shown_escape
     let env = Env::fast();
     let name: String = format!("cl{}[2Ji{}e{}nt", HOSTILE[0], HOSTILE[1], HOSTILE[2]);
     let path = env.dir.path().join(&name);
-    std::fs::copy("/usr/bin/timeout", &path).unwrap();
+    crate::common::copy_executable("/usr/bin/timeout", &path);
     let escaped = r"cl\u{1b}[2Ji\u{202e}e\u{200b}nt";
     let added = env.ok(&["agent", "add", "client", path.to_str().unwrap()]);
     assert_shown_escaped("holdcall agent add", &added, escaped);

@@ -36,6 +36,26 @@ pub(crate) fn eventually(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// Copies an executable for a test to run, by running `cp`, never with `std::fs::copy`: a file
+/// this process has open for writing is inherited by every child another test's thread forks
+/// meanwhile, until that child execs, and running the copy during that window fails with
+/// ETXTBSY ("Text file busy"). With `cp` the only writer is `cp`, which has exited when this
+/// returns.
+pub(crate) fn copy_executable(from: impl AsRef<Path>, to: impl AsRef<Path>) {
+    let status = std::process::Command::new("cp")
+        .arg("--")
+        .arg(from.as_ref())
+        .arg(to.as_ref())
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "cp {:?} {:?} failed",
+        from.as_ref(),
+        to.as_ref()
+    );
+}
+
 pub(crate) struct Env {
     pub dir: tempfile::TempDir,
     /// The address of a private session bus this test attached (`Env::attach`), if any.

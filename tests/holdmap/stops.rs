@@ -524,7 +524,7 @@ impl Agent {
         let dir = tempfile::tempdir().unwrap();
         let sh = std::fs::canonicalize("/bin/sh").unwrap();
         let exe = dir.path().join("claude");
-        std::fs::copy(sh, &exe).unwrap();
+        crate::common::copy_executable(sh, &exe);
         let project = dir.path().join("shop");
         std::fs::create_dir(&project).unwrap();
         std::fs::write(project.join("package.json"), r#"{"name":"shop"}"#).unwrap();

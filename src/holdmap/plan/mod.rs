@@ -187,7 +187,9 @@ pub(crate) fn hard_guard(snap: &Snapshot, pid: i32) -> Option<String> {
     if pid <= 1 {
         return Some(format!("PID {pid} is the system's first process"));
     }
-    if snap.me.pid <= 1 {
+    // Without its own entry holdmap cannot know its ancestors, so it refuses everything rather
+    // than judge a tree it cannot place itself in.
+    if snap.me.pid <= 1 || snap.proc(snap.me.pid).is_none() {
         return Some("holdmap could not identify its own process".to_owned());
     }
     let own = i32::try_from(std::process::id()).unwrap_or(0);
@@ -405,25 +407,52 @@ fn tree_of(snap: &Snapshot, owners: &[i32]) -> Vec<Member> {
 }
 
 /// The owner's launcher ancestors, nearest first: up while the parent is a launcher of the same
-/// account and project, and neither protected nor a session process.
+/// account working inside the owner's project, neither protected nor a session process, and
+/// everything it started works inside that project too (a `make` or `concurrently` run from the
+/// home folder that started dev servers of several projects is not taken, or stopping one
+/// project's port would stop the others).
 fn launcher_chain(snap: &Snapshot, owner: i32) -> Vec<i32> {
     let mut chain = Vec::new();
     let Some(owner_proc) = snap.proc(owner) else {
         return chain;
     };
+    let Some(root) = project_root(owner_proc) else {
+        return chain;
+    };
     for pid in snap.ancestors(owner) {
         let Some(p) = snap.proc(pid) else { break };
+        let everything_inside = snap
+            .descendants(pid)
+            .iter()
+            .all(|d| inside(&root, snap.proc(*d).and_then(|q| q.cwd.as_deref())));
         if protected_reason(snap, pid).is_some()
             || p.uid.is_none()
             || p.uid != owner_proc.uid
             || !is_launcher(p)
-            || !same_project(owner_proc.cwd.as_deref(), p.cwd.as_deref())
+            || !inside(&root, p.cwd.as_deref())
+            || !everything_inside
         {
             break;
         }
         chain.push(pid);
     }
     chain
+}
+
+/// The owner's project folder (`project::project_of` its working directory), else that
+/// directory itself; `None` when its working directory is unknown or `/`.
+fn project_root(owner: &Proc) -> Option<std::path::PathBuf> {
+    let cwd = owner.cwd.as_deref().filter(|c| *c != Path::new("/"))?;
+    Some(
+        crate::holdmap::project::project_of(cwd)
+            .map(|p| p.root)
+            .unwrap_or_else(|| cwd.to_path_buf()),
+    )
+}
+
+/// Whether a process working in `dir` works inside the project folder `root`.
+fn inside(root: &Path, dir: Option<&Path>) -> bool {
+    dir.is_some_and(|d| d.starts_with(root))
 }
 
 /// Programs that start a dev server and have no other job (package scripts, task runners,
@@ -497,15 +526,6 @@ fn is_launcher(p: &Proc) -> bool {
         && p.argv
             .get(1)
             .is_some_and(|script| LAUNCHERS.contains(&base(script)))
-}
-
-/// Whether a parent working in `parent` is part of the project the owner works in: the same
-/// folder, or a folder above it other than `/`.
-fn same_project(owner: Option<&Path>, parent: Option<&Path>) -> bool {
-    match (owner, parent) {
-        (Some(o), Some(p)) => o == p || (p != Path::new("/") && o.starts_with(p)),
-        _ => false,
-    }
 }
 
 fn steps_for(

@@ -280,3 +280,30 @@ fn a_zombie_below_the_owner_is_not_part_of_the_plan() {
     let plan = plan_port(&snap, 5173, None, PlanOptions::default());
     assert_eq!(pids(&plan.tree), vec![1202, 1201, 1200]);
 }
+
+#[test]
+fn a_launcher_that_also_started_another_projects_server_is_not_part_of_the_plan() {
+    // `concurrently` run from the home folder started shop's vite (1201…) and blog's (1301…):
+    // stopping shop's port must not stop blog's server.
+    let mut snap = machine();
+    let mut both = process(1100, 800, 1000, "npm", &["npm", "exec", "concurrently"], "/home/u");
+    both.exe = Some("/usr/bin/node".into());
+    add(&mut snap, both);
+    add_vite(&mut snap, 1100, 1200, 5173);
+    add_vite(&mut snap, 1100, 1300, 5174);
+    for pid in 1300..1304 {
+        snap.procs.get_mut(&pid).unwrap().cwd = Some("/home/u/blog".into());
+    }
+    let plan = plan_port(&snap, 5173, None, PlanOptions::default());
+    let tree = pids(&plan.tree);
+    assert!(!tree.contains(&1100), "{tree:?}");
+    assert!(tree.iter().all(|p| (1200..1204).contains(p)), "{tree:?}");
+}
+
+#[test]
+fn without_its_own_entry_in_the_snapshot_holdmap_refuses_every_process() {
+    let mut snap = with_vite();
+    snap.procs.remove(&900);
+    assert!(hard_guard(&snap, 1202).is_some());
+    assert!(!plan_port(&snap, 5173, None, PlanOptions::default()).permitted);
+}
