@@ -90,7 +90,7 @@ where
                         if let Some(out) = work.finish(joined)
                             && write(&mut output, &out).await.is_err()
                         {
-                            work.abort_all();
+                            work.wind_down(None::<&mut W>).await;
                             return 0;
                         }
                     }
@@ -120,8 +120,9 @@ where
             break 0;
         }
     };
-    // Nobody is left to read the answers of pending work.
-    work.abort_all();
+    // Nobody will ask anything more: pending work is dropped, but a stop that has begun runs to
+    // its end and its answer is still written (the client may be reading until we exit).
+    work.wind_down(Some(&mut output)).await;
     code
 }
 
@@ -363,7 +364,10 @@ impl Session {
                 revision,
                 "tools/call",
             )),
-            Reply::Later(pending) => Step::Wait(work.start(id.clone(), revision, pending)),
+            Reply::Later(pending) => Step::Wait(work.start(id.clone(), revision, pending, false)),
+            Reply::Committed(pending) => {
+                Step::Wait(work.start(id.clone(), revision, pending, true))
+            }
         }
     }
 }
@@ -372,6 +376,8 @@ impl Session {
 struct Running {
     serial: u64,
     abort: AbortHandle,
+    /// `Reply::Committed` work: never aborted.
+    committed: bool,
 }
 
 /// Tool work in flight: each `Reply::Later` runs as its own task (`running`, which the cap
@@ -397,7 +403,13 @@ impl Work {
     }
 
     /// Spawns a tool's pending work.
-    fn start(&mut self, id: Id, revision: &'static str, pending: Pending) -> Waiting {
+    fn start(
+        &mut self,
+        id: Id,
+        revision: &'static str,
+        pending: Pending,
+        committed: bool,
+    ) -> Waiting {
         let task = tokio::spawn(pending);
         self.next_serial = self.next_serial.wrapping_add(1);
         let serial = self.next_serial;
@@ -406,6 +418,7 @@ impl Work {
             Running {
                 serial,
                 abort: task.abort_handle(),
+                committed,
             },
         );
         Waiting {
@@ -477,19 +490,36 @@ impl Work {
         finished.line
     }
 
-    /// Aborts the running call with this id key, if any; its answer is never sent.
+    /// Aborts the running call with this id key, if any; its answer is never sent. Committed
+    /// work (a stop under way) cannot be cancelled: it runs on and is answered (a receiver may
+    /// ignore a cancellation it cannot honour).
     fn cancel(&mut self, key: &str) {
+        if self.running.get(key).is_some_and(|r| r.committed) {
+            tracing::info!(id = %key, "a stop that has begun cannot be cancelled; it runs to its end");
+            return;
+        }
         if let Some(running) = self.running.remove(key) {
             tracing::debug!(id = %key, "cancelled a running tool call");
             running.abort.abort();
         }
     }
 
-    fn abort_all(&mut self) {
-        for (_, running) in self.running.drain() {
-            running.abort.abort();
+    /// At the end of the session: aborts every call that may be abandoned, then waits for the
+    /// committed ones (stops under way) to end, writing their answers to `output` while it can.
+    async fn wind_down<W: AsyncWrite + Unpin>(&mut self, mut output: Option<&mut W>) {
+        self.running.retain(|_, running| {
+            if !running.committed {
+                running.abort.abort();
+            }
+            running.committed
+        });
+        while let Some(joined) = self.done.join_next().await {
+            if let (Some(line), Some(out)) = (self.finish(Some(joined)), output.as_mut())
+                && write(out, &line).await.is_err()
+            {
+                output = None;
+            }
         }
-        self.done.abort_all();
     }
 }
 

@@ -68,7 +68,12 @@ pub(crate) type Pending = Pin<Box<dyn Future<Output = Outcome> + Send + 'static>
 /// What running a tool gives the server: the outcome now, or work to await.
 pub(crate) enum Reply {
     Now(Outcome),
+    /// Work the client may cancel (`notifications/cancelled`), and that stops when stdin closes.
     Later(Pending),
+    /// Work that changes the machine once begun (a stop's execution): it runs to its end and
+    /// its result is written even when the client cancels it or closes stdin meanwhile, so a
+    /// stop is never cut off half-way with nobody told what it did.
+    Committed(Pending),
 }
 
 /// What a tool may use: the machine (`world`) and the session's confirmation handles.

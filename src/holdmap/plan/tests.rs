@@ -286,7 +286,14 @@ fn a_launcher_that_also_started_another_projects_server_is_not_part_of_the_plan(
     // `concurrently` run from the home folder started shop's vite (1201…) and blog's (1301…):
     // stopping shop's port must not stop blog's server.
     let mut snap = machine();
-    let mut both = process(1100, 800, 1000, "npm", &["npm", "exec", "concurrently"], "/home/u");
+    let mut both = process(
+        1100,
+        800,
+        1000,
+        "npm",
+        &["npm", "exec", "concurrently"],
+        "/home/u",
+    );
     both.exe = Some("/usr/bin/node".into());
     add(&mut snap, both);
     add_vite(&mut snap, 1100, 1200, 5173);

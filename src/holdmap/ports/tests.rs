@@ -134,7 +134,7 @@ async fn call(world: &Arc<FakeWorld>, run: Run, args: Value) -> Outcome {
     let args = args.as_object().cloned().unwrap();
     match run(&args, &mut cx) {
         Reply::Now(o) => o,
-        Reply::Later(f) => f.await,
+        Reply::Later(f) | Reply::Committed(f) => f.await,
     }
 }
 

@@ -48,6 +48,9 @@ fn gate_def() -> ToolDef {
 fn forever_def() -> ToolDef {
     def_of("forever")
 }
+fn commit_def() -> ToolDef {
+    def_of("commit")
+}
 
 fn echo(args: &Map<String, Value>, _: &mut Cx<'_>) -> Reply {
     Reply::Now(Outcome::Done {
@@ -70,6 +73,14 @@ fn gate(args: &Map<String, Value>, _: &mut Cx<'_>) -> Reply {
             structured: json!({ "released": released }),
         }
     }))
+}
+
+/// Like `gate`, but committed work (as a stop's execution is): never cancelled, never dropped.
+fn commit(args: &Map<String, Value>, cx: &mut Cx<'_>) -> Reply {
+    match gate(args, cx) {
+        Reply::Later(work) => Reply::Committed(work),
+        other => other,
+    }
 }
 
 fn forever(_: &Map<String, Value>, _: &mut Cx<'_>) -> Reply {
@@ -97,6 +108,13 @@ static TOOLS: LazyLock<Vec<(ToolDef, Tool)>> = LazyLock::new(|| {
             Tool {
                 def: forever_def,
                 run: forever,
+            },
+        ),
+        (
+            commit_def(),
+            Tool {
+                def: commit_def,
+                run: commit,
             },
         ),
     ]
@@ -607,4 +625,60 @@ async fn arguments_that_fail_the_published_schema_are_a_tool_error_and_the_tool_
             .unwrap()
             .contains("arguments.a")
     );
+}
+
+#[tokio::test]
+async fn committed_work_ignores_a_cancellation_and_is_answered_when_it_ends() {
+    let mut c = Client::start();
+    let release = new_gate("committed_cancel");
+    c.send(call_line(1, "commit", json!({"gate":"committed_cancel"})))
+        .await;
+    c.send(json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}))
+        .await;
+    c.nothing_else_is_owed().await;
+    release.send(()).unwrap();
+    let answer = c.recv().await;
+    assert_eq!(answer["id"], json!(1));
+    assert_eq!(
+        answer["result"]["structuredContent"],
+        json!({"released": true})
+    );
+    assert_eq!(c.close().await, 0);
+}
+
+#[tokio::test]
+async fn closing_the_input_waits_for_committed_work_and_still_writes_its_answer() {
+    let mut c = Client::start();
+    let release = new_gate("committed_eof");
+    let _dropped = new_gate("abandoned_eof");
+    c.send(call_line(1, "commit", json!({"gate":"committed_eof"})))
+        .await;
+    c.send(call_line(2, "gate", json!({"gate":"abandoned_eof"})))
+        .await;
+    c.nothing_else_is_owed().await;
+    let Client {
+        to_server,
+        mut lines,
+        server,
+    } = c;
+    drop(to_server);
+    // The input is closed; the server must still be waiting for the committed work.
+    assert!(!server.is_finished());
+    release.send(()).unwrap();
+    let line = tokio::time::timeout(PATIENCE, lines.next_line())
+        .await
+        .expect("the committed work's answer came")
+        .unwrap()
+        .expect("the server's output is still open");
+    let answer: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        answer["id"],
+        json!(1),
+        "the abandoned call is never answered"
+    );
+    let code = tokio::time::timeout(PATIENCE, server)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(code, 0);
 }

@@ -6,7 +6,7 @@
 //! Must never: signal anything during a preview; signal anything before the handle was
 //! consumed, the request compared and every plan's effects found unchanged; run fresh plans in
 //! place of the retained ones; roll back a completed stop; block the server while a stop waits
-//! (execution is `Reply::Later`, on a blocking thread).
+//! (execution is `Reply::Committed`, on a blocking thread: once begun it runs to its end).
 
 use std::sync::Arc;
 
@@ -177,7 +177,7 @@ fn later(begun: Begun, cx: &Cx<'_>) -> Reply {
         Begun::Now(o) => Reply::Now(o),
         Begun::Execute(retained) => {
             let world = Arc::clone(cx.world);
-            Reply::Later(Box::pin(async move {
+            Reply::Committed(Box::pin(async move {
                 tokio::task::spawn_blocking(move || {
                     execute(world.as_ref(), &RealPacer::new(), &retained)
                 })

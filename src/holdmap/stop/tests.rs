@@ -656,7 +656,7 @@ fn an_execution_runs_off_the_request_loop() {
     };
     let id = structured["confirmation_id"].as_str().unwrap();
     let args = json!({"port": 5173, "dry_run": false, "confirmation_id": id});
-    let Reply::Later(pending) = run_stop_port(args.as_object().unwrap(), &mut cx) else {
+    let Reply::Committed(pending) = run_stop_port(args.as_object().unwrap(), &mut cx) else {
         panic!("an execution is deferred")
     };
     assert_eq!(cx.handles.len(), 0, "consumed before the future runs");

@@ -161,7 +161,7 @@ fn call(world: Arc<dyn World>, name: &str, arguments: Value) -> Outcome {
     };
     match (tool.run)(&arguments, &mut cx) {
         Reply::Now(o) => o,
-        Reply::Later(_) => panic!("{name} answered later"),
+        Reply::Later(_) | Reply::Committed(_) => panic!("{name} answered later"),
     }
 }
 
