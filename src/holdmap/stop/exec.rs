@@ -260,6 +260,52 @@ fn run_plan(
     report: &mut Report,
 ) -> Result<(), String> {
     let mut sent: Vec<Sent> = Vec::new();
+    let ran = run_steps(world, pacer, p, report, &mut sent);
+    // A plan that failed part-way still says what it did: the processes it signalled that have
+    // exited are in `stopped`, and the failure names those still running.
+    ran.map_err(|why| {
+        let already: Vec<i64> = report
+            .stopped
+            .iter()
+            .filter_map(|s| s["pid"].as_i64())
+            .collect();
+        let fresh: Vec<Sent> = sent
+            .iter()
+            .filter(|s| !already.contains(&i64::from(s.pid)))
+            .map(|s| Sent {
+                pid: s.pid,
+                start_ticks: s.start_ticks,
+                sig: s.sig,
+            })
+            .collect();
+        record_stopped(world, p, &fresh, report);
+        let running: Vec<String> = sent
+            .iter()
+            .filter(|s| world.alive(s.pid, s.start_ticks))
+            .map(|s| {
+                format!(
+                    "{} (pid {}, sent {})",
+                    name_of(p, s.pid),
+                    s.pid,
+                    plan::sig_str(s.sig)
+                )
+            })
+            .collect();
+        if running.is_empty() {
+            why
+        } else {
+            format!("{why}; signalled and still running: {}", running.join(", "))
+        }
+    })
+}
+
+fn run_steps(
+    world: &dyn World,
+    pacer: &dyn Pacer,
+    p: &StopPlan,
+    report: &mut Report,
+    sent: &mut Vec<Sent>,
+) -> Result<(), String> {
     for step in &p.steps {
         match *step {
             Step::Signal {
@@ -276,7 +322,7 @@ fn run_plan(
                 }
             }
             Step::Wait { timeout, then_kill } => {
-                let survivors: Vec<(i32, u64)> = wait_exit(world, pacer, &sent, timeout)
+                let survivors: Vec<(i32, u64)> = wait_exit(world, pacer, sent, timeout)
                     .iter()
                     .map(|s| (s.pid, s.start_ticks))
                     .collect();
@@ -292,9 +338,9 @@ fn run_plan(
                 let left = if survivors.is_empty() {
                     Vec::new()
                 } else {
-                    wait_exit(world, pacer, &sent, HOLDMAP_STOP_KILL_WAIT)
+                    wait_exit(world, pacer, sent, HOLDMAP_STOP_KILL_WAIT)
                 };
-                record_stopped(world, p, &sent, report);
+                record_stopped(world, p, sent, report);
                 if let Some(s) = left.first() {
                     return Err(format!(
                         "{} (pid {}) did not exit after {}",

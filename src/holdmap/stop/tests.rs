@@ -701,3 +701,39 @@ fn every_result_matches_its_published_output_schema() {
     );
     crate::holdmap::schema::validate(&schema, done(&report), "result").unwrap();
 }
+
+#[test]
+fn a_plan_that_fails_part_way_still_reports_what_it_signalled() {
+    let mut s = Session::new(with_vite());
+    let id = s.handle(json!({"port": 5173}));
+    // The first signal goes (esbuild, 1203); the recheck before the second finds the tree
+    // protected and the plan fails there.
+    let fake = Arc::clone(&s.fake);
+    let world: Arc<dyn World> = Arc::new(Flip {
+        inner: fake,
+        flip_after: 3,
+    });
+    let args: Map<String, Value> = json!({"port": 5173, "dry_run": false, "confirmation_id": id})
+        .as_object()
+        .unwrap()
+        .clone();
+    let mut cx = Cx {
+        world: &world,
+        handles: &mut s.handles,
+    };
+    let Begun::Execute(retained) = start_port(&args, &mut cx) else {
+        panic!("not executed")
+    };
+    let out = execute(world.as_ref(), &s.pacer, &retained);
+    let report = done(&out);
+    assert_eq!(s.signals().len(), 1, "{:?}", s.signals());
+    let said = report.to_string();
+    assert!(
+        said.contains("1203"),
+        "the signalled process is reported: {report:#}"
+    );
+    assert!(
+        !report["failures"].as_array().unwrap().is_empty(),
+        "{report:#}"
+    );
+}
