@@ -16,7 +16,10 @@ use std::path::PathBuf;
 pub(crate) struct Proc {
     pub(crate) pid: i32,
     pub(crate) ppid: i32,
-    /// Real uid (`Uid:` of `/proc/<pid>/status`); `None` if unreadable.
+    /// The process's one account: its real uid when the real, effective, saved and file-system
+    /// uids (`Uid:` of `/proc/<pid>/status`) are all the same; `None` if unreadable or if they
+    /// differ (a setuid program started by a user runs with another account's rights: it is
+    /// nobody's "own" process).
     pub(crate) uid: Option<u32>,
     /// Start time in clock ticks after boot (field 22 of `stat`): with the pid, the process's
     /// identity — a pid reused by a new process has a different start time.
@@ -88,14 +91,21 @@ pub(crate) fn parse_stat(line: &[u8]) -> Option<Stat> {
     })
 }
 
-/// The real uid (the first of `Uid:`'s four) in the text of `/proc/<pid>/status`.
+/// The uid of `Uid:`'s four (real, effective, saved, file system) in the text of
+/// `/proc/<pid>/status` when all four are the same; `None` when they differ or cannot be read.
 fn parse_real_uid(status: &[u8]) -> Option<u32> {
-    status
+    let line = status
         .split(|&b| b == b'\n')
         .find_map(|l| l.strip_prefix(b"Uid:"))
-        .and_then(|v| std::str::from_utf8(v).ok())
-        .and_then(|v| v.split_ascii_whitespace().next())
-        .and_then(|v| v.parse().ok())
+        .and_then(|v| std::str::from_utf8(v).ok())?;
+    let uids: Vec<u32> = line
+        .split_ascii_whitespace()
+        .map(|v| v.parse().ok())
+        .collect::<Option<Vec<u32>>>()?;
+    match uids.as_slice() {
+        [real, rest @ ..] if !rest.is_empty() && rest.iter().all(|u| u == real) => Some(*real),
+        _ => None,
+    }
 }
 
 /// The thread-group id (`Tgid:`): the pid of the process a thread belongs to.
@@ -355,10 +365,15 @@ mod tests {
     }
 
     #[test]
-    fn the_real_uid_and_the_arguments_are_parsed() {
+    fn the_uid_is_read_only_when_all_four_agree_and_the_arguments_are_parsed() {
+        assert_eq!(
+            parse_real_uid(b"Name:\tx\nUid:\t1000\t1000\t1000\t1000\nGid:\t5\n"),
+            Some(1000)
+        );
+        // A setuid-root program a user started: real 1000, effective 0. Nobody's own process.
         assert_eq!(
             parse_real_uid(b"Name:\tx\nUid:\t1000\t0\t0\t0\nGid:\t5\n"),
-            Some(1000)
+            None
         );
         assert_eq!(parse_real_uid(b"Name:\tx\n"), None);
         assert_eq!(
