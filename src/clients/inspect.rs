@@ -8,8 +8,9 @@
 /// What replaces a value judged secret.
 pub(crate) const MASK: &str = "••••";
 
-/// Key words that make the value of a flag or `key=value` secret (compared lowercase, with `-`
-/// and `_` removed).
+/// Key words that make the value of a flag or `key=value` secret (compared lowercase, with `-`,
+/// `_`, `.` and spaces removed). `auth` is judged on its own in [`secret_key`] (`oauth`,
+/// `basic-auth`, but not `author`).
 const SECRET_WORDS: &[&str] = &[
     "password",
     "passwd",
@@ -21,7 +22,6 @@ const SECRET_WORDS: &[&str] = &[
     "privatekey",
     "credential",
     "authorization",
-    "auth",
     "cookie",
     "session",
     "dsn",
@@ -61,18 +61,30 @@ const TOKEN_PREFIXES: &[&str] = &[
 ];
 
 fn normalized(key: &str) -> String {
-    key.trim_start_matches('-')
+    key.trim()
+        .trim_start_matches('-')
         .chars()
-        .filter(|c| *c != '-' && *c != '_')
+        .filter(|c| !matches!(c, '-' | '_' | '.' | ' '))
         .flat_map(char::to_lowercase)
         .collect()
 }
 
-/// A flag or key name whose value is secret.
+/// A flag, key, environment or header name whose value is secret. The one judgement of a
+/// secret name, for Holdcall's listings of client entries and holdmap's command lines alike.
 pub(crate) fn secret_key(key: &str) -> bool {
     let n = normalized(key);
-    !n.is_empty()
-        && (SECRET_WORDS.iter().any(|w| n.contains(w)) || SECRET_NAMES.contains(&n.as_str()))
+    if n.is_empty() {
+        return false;
+    }
+    let trimmed = key.trim().trim_start_matches('-');
+    SECRET_WORDS.iter().any(|w| n.contains(w))
+        || SECRET_NAMES.contains(&n.as_str())
+        || (n.contains("auth") && (n.contains("authoriz") || !n.contains("author")))
+        // An environment-style name ending in `_KEY` (`OPENAI_KEY`).
+        || (trimmed.ends_with("_KEY")
+            && trimmed
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
 }
 
 /// A bare value that looks like a credential: a known token prefix, or a long run of letters
@@ -156,7 +168,8 @@ pub(crate) fn redact_url(url: &str) -> String {
     format!("{scheme}{authority}{tail}")
 }
 
-fn percent_decoded(s: &str) -> String {
+/// `s` with its `%XX` escapes decoded (an undecodable escape is kept as written).
+pub(crate) fn percent_decoded(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -1,7 +1,7 @@
 //! Unit tests of the shared readers: the JSON reader, the layouts' shape refusals, redaction,
 //! pinning.
 
-use super::inspect::{Pin, looks_like_token, pin, redact_args, redact_url};
+use super::inspect::{Pin, looks_like_token, pin, redact_args, redact_url, secret_key};
 use super::json::{self, Flavour};
 use super::*;
 
@@ -259,4 +259,29 @@ fn a_short_secret_flag_masks_its_value_and_a_colon_separated_secret_is_masked() 
             "--port:8080",
         ]
     );
+}
+
+#[test]
+fn a_secret_name_is_judged_once_for_both_programs() {
+    for secret in [
+        "--api-key",
+        "API_KEY",
+        "apiKey",
+        "api.key",
+        "OPENAI_KEY",
+        "--auth",
+        "oauth-token",
+        "basic-auth",
+        "Authorization",
+        "--db-password",
+        "pwd",
+        "SESSION_ID",
+    ] {
+        assert!(secret_key(secret), "{secret} should be secret");
+    }
+    for plain in [
+        "--author", "author", "--port", "NODE_ENV", "keyboard", "--host", "",
+    ] {
+        assert!(!secret_key(plain), "{plain} should not be secret");
+    }
 }

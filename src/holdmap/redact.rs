@@ -16,46 +16,13 @@ use serde_json::Value;
 use crate::limits::{HOLDMAP_INLINE_JSON_BYTES_MAX, HOLDMAP_INLINE_JSON_DEPTH_MAX};
 use crate::text;
 
-/// What replaces a secret.
-pub(crate) const MASK: &str = "••••";
+/// What replaces a secret: the shared layer's, so both programs mask alike.
+pub(crate) use crate::clients::inspect::MASK;
 
-/// Words that make a key secret wherever they appear in it (compared with `-`, `_`, `.` and
-/// spaces removed, case-insensitively, so `API_KEY`, `api-key` and `apiKey` are one).
-const SECRET_WORDS: &[&str] = &[
-    "password",
-    "passwd",
-    "passphrase",
-    "secret",
-    "token",
-    "apikey",
-    "accesskey",
-    "privatekey",
-    "credential",
-    "authorization",
-    "cookie",
-    "sessionid",
-    "dsn",
-];
-
-/// Whether a key (a flag, an environment name, a JSON key, a header name) names a secret.
+/// Whether a key (a flag, an environment name, a JSON key, a header name) names a secret: the
+/// shared layer's one judgement (`clients::inspect::secret_key`).
 pub(crate) fn is_secret_key(raw: &str) -> bool {
-    let trimmed = raw.trim().trim_start_matches('-');
-    let compact: String = trimmed
-        .chars()
-        .filter(|c| !matches!(c, '-' | '_' | '.' | ' '))
-        .flat_map(char::to_lowercase)
-        .collect();
-    if compact.is_empty() {
-        return false;
-    }
-    SECRET_WORDS.iter().any(|w| compact.contains(w))
-        // `auth`, `basic-auth`, `oauth`, but not `author`.
-        || (compact.contains("auth")
-            && (compact.contains("authoriz") || !compact.contains("author")))
-        || compact == "pass"
-        // An environment-style name ending in `_KEY` (`OPENAI_KEY`).
-        || (trimmed.ends_with("_KEY")
-            && trimmed.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+    crate::clients::inspect::secret_key(raw)
 }
 
 /// Query parameter names that hold a secret beyond the secret keys: API keys and signatures.
@@ -297,40 +264,18 @@ fn redact_url_rest(url: &str) -> String {
         .trim_start_matches('?')
         .split('&')
         .map(|param| match param.split_once('=') {
-            Some((key, _)) if is_secret_query_key(&percent_decode(key)) => format!("{key}={MASK}"),
+            Some((key, _))
+                if is_secret_query_key(&crate::clients::inspect::percent_decoded(
+                    &key.replace('+', " "),
+                )) =>
+            {
+                format!("{key}={MASK}")
+            }
             _ => param.to_owned(),
         })
         .collect::<Vec<_>>()
         .join("&");
     format!("{authority}{before}?{params}{fragment}")
-}
-
-/// A query key decoded (`%5F` → `_`, `+` → space); undecodable escapes left as they are.
-fn percent_decode(key: &str) -> String {
-    let bytes = key.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while let Some(&b) = bytes.get(i) {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (b, hex) {
-            (b'%', Some(decoded)) => {
-                out.push(decoded);
-                i += 3;
-            }
-            (b'+', _) => {
-                out.push(b' ');
-                i += 1;
-            }
-            _ => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
