@@ -3,9 +3,9 @@
 
 use clap::{Parser, Subcommand};
 
-/// holdmap: what owns each port on this machine, and stopping dev servers safely.
+/// holdmap: what owns each port on this machine, and stopping dev servers safely (docs/holdmap.md).
 #[derive(Debug, Parser)]
-#[command(name = "holdmap", version, about, long_about = None)]
+#[command(name = "holdmap", version)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: HoldmapCommand,

@@ -4,6 +4,8 @@
 
 pub(crate) mod client;
 
+mod cli;
+
 mod linking;
 mod ports;
 mod stops;
