@@ -5,7 +5,6 @@
 pub(crate) mod client;
 
 mod cli;
-
 mod linking;
 mod ports;
 mod stops;
