@@ -85,11 +85,11 @@ impl Server {
     fn stubborn(port: u16) -> Server {
         Server::start(
             port,
-            "exec python3 -c 'import signal, socket, time\n\
+            "exec python3 -c 'import signal, socket\n\
              signal.signal(signal.SIGTERM, signal.SIG_IGN)\n\
              s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
              s.bind((\"127.0.0.1\", PORT)); s.listen()\n\
-             while True: time.sleep(60)'",
+             while True: signal.pause()'",
         )
     }
 
@@ -562,7 +562,8 @@ impl Drop for Agent {
 fn an_agents_dev_server_is_previewed_and_stopped_with_one_handle_and_the_agent_is_not() {
     let port = free_port();
     let mut agent = Agent::start(&format!(
-        "python3 -m http.server --bind 127.0.0.1 {port} & wait; sleep 600"
+        "python3 -m http.server --bind 127.0.0.1 {port} & wait; \
+         python3 -c 'import signal; signal.pause()'"
     ));
     eventually("the agent's server accepts", || accepts(port));
     let mut h = session();
@@ -593,9 +594,9 @@ fn a_bulk_preview_with_a_refused_plan_issues_no_handle() {
     let plain = free_port();
     let agent = Agent::start(&format!(
         "python3 -m http.server --bind 127.0.0.1 {dev} & \
-         cd / && python3 -c 'import socket, time\n\
+         cd / && python3 -c 'import signal, socket\n\
          s = socket.socket(); s.bind((\"127.0.0.1\", {plain})); s.listen()\n\
-         while True: time.sleep(60)' & wait"
+         signal.pause()' & wait"
     ));
     eventually("both of the agent's listeners accept", || {
         accepts(dev) && accepts(plain)
