@@ -17,7 +17,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -25,7 +24,7 @@ import mcp.client.session as client_session
 import mcp_types as types
 from mcp import Client
 
-from rig import REPO, lines, run_session
+from rig import REPO, lines, run_session, wait_until
 
 # The four revisions negotiated with `initialize`, oldest first, and the modern one (no
 # handshake: `server/discover`, `_meta` on every request).
@@ -215,14 +214,6 @@ def accepts(port: int) -> bool:
             return True
     except OSError:
         return False
-
-
-def wait_until(check: Callable[[], bool], what: str, deadline_s: float = START_DEADLINE_S) -> None:
-    deadline = time.monotonic() + deadline_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def read_first_line(stream: Any, what: str) -> str:

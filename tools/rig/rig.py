@@ -127,6 +127,31 @@ class Holdcall:
             raise AssertionError(f"holdcall log --json exited {out.returncode}: {out.stderr}")
         return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
 
+    def decisions(self, connector: str | None = None) -> list[tuple[str, str]]:
+        """Each journaled call's (tool, decision), oldest first; only `connector`'s when given."""
+        return [
+            (entry["tool"], entry["decision"])
+            for entry in self.journal()
+            if entry["kind"] == "call.request" and connector in (None, entry["connector"])
+        ]
+
+    def held_calls(self) -> list[dict[str, Any]]:
+        """What `holdcall approve --json` lists: the calls held for a person now."""
+        out = self.cli("approve", "--json")
+        return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+
+    def wait_for_held(self, what: str, deadline_s: float = 20) -> list[dict[str, Any]]:
+        """The held calls, once `approve` lists at least one (failing after `deadline_s`)."""
+        held: list[dict[str, Any]] = []
+
+        def listed() -> bool:
+            nonlocal held
+            held = self.held_calls()
+            return bool(held)
+
+        wait_until(listed, f"holdcall approve to list {what}", deadline_s)
+        return held
+
     def check_allowed(self, since: int, logdir: Path) -> None:
         """The journal entries after the first `since` allowed exactly the calls the server got
         (in `logdir`'s taps), in order, and each call the server answered got its outcome
@@ -158,6 +183,16 @@ class Holdcall:
 # The environment variables the MCP SDKs' stdio transports pass a server they start when the
 # client gives no `env` (TypeScript: getDefaultEnvironment(); Python: the same list).
 SDK_DEFAULT_ENVIRONMENT = {"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"}
+
+
+def wait_until(check: Callable[[], bool], what: str, deadline_s: float = 10) -> None:
+    """Polls `check` until it holds, failing after `deadline_s`: for another process's state,
+    which gives the test nothing to wait on."""
+    deadline = time.monotonic() + deadline_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
 
 
 class DesktopHoldcall(Holdcall):

@@ -48,9 +48,18 @@ from holdmap_rig import (
     structured,
     tool_error,
     under_a_shell_holding_a_port,
+)
+from rig import (
+    REPO,
+    Holdcall,
+    assert_refused_by_holdcall,
+    direct,
+    outcome,
+    run_session,
+    through_relay,
+    to_plain,
     wait_until,
 )
-from rig import REPO, Holdcall, assert_refused_by_holdcall, direct, outcome, run_session, through_relay, to_plain
 
 POLICY = REPO / "policies" / "holdmap-stops.cedar"
 
@@ -573,15 +582,6 @@ def test_stop_agent_ports_previews_the_fake_agents_dev_server_and_stops_only_it(
 # --- through Holdcall -------------------------------------------------------------------------
 
 
-def decisions(holdcall: Holdcall) -> list[tuple[str, str]]:
-    return [(e["tool"], e["decision"]) for e in holdcall.journal() if e["kind"] == "call.request"]
-
-
-def held_calls(holdcall: Holdcall) -> list[dict[str, Any]]:
-    out = holdcall.cli("approve", "--json")
-    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
-
-
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 def test_through_holdcall_a_stop_preview_passes_and_the_real_stop_is_held_until_a_person_approves_it(mode, tmp_path):
     holdcall = Holdcall()
@@ -592,11 +592,7 @@ def test_through_holdcall_a_stop_preview_passes_and_the_real_stop_is_held_until_
             port = dev.port
 
             def wait_held() -> list[dict[str, Any]]:
-                deadline = time.monotonic() + 15
-                while not (held := held_calls(holdcall)):
-                    assert time.monotonic() < deadline, "holdcall approve never listed the held stop"
-                    time.sleep(0.1)
-                return held
+                return holdcall.wait_for_held("the held stop", 15)
 
             async def scenario(client: Client) -> dict[str, Any]:
                 out: dict[str, Any] = {"preview": await call(client, "stop_port", {"port": port})}
@@ -630,12 +626,12 @@ def test_through_holdcall_a_stop_preview_passes_and_the_real_stop_is_held_until_
         assert s["alive while held"], "the stop ran before a person approved it"
         assert dev.pid in pids_in(structured(s["stop"], revision)), s["stop"]
         assert not accepts(port)
-        assert decisions(holdcall) == [
+        assert holdcall.decisions() == [
             ("stop_port", "allow"),
             ("stop_port", "deny"),
             ("get_topology", "allow"),
             ("stop_port", "ask"),
-        ], decisions(holdcall)
+        ], holdcall.decisions()
     finally:
         holdcall.close()
 

@@ -73,14 +73,6 @@ def split_refused(logdir: Path, refused_tools: set[str]) -> None:
     assert_same_lines(lines(logdir / "server.out"), client_got, "server -> client, refusals aside")
 
 
-def decisions(holdcall: Holdcall, connector: str) -> list[tuple[str, str]]:
-    return [
-        (entry["tool"], entry["decision"])
-        for entry in holdcall.journal()
-        if entry["kind"] == "call.request" and entry["connector"] == connector
-    ]
-
-
 # --- server-everything ------------------------------------------------------------------------
 
 
@@ -95,7 +87,7 @@ async def everything_calls(client: Client) -> dict[str, Any]:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_everything_deny(mode, holdcall, tmp_path: Path):
-    before = len(decisions(holdcall, "everything"))
+    before = len(holdcall.decisions("everything"))
     relayed_dir, direct_dir = tmp_path / "relay", tmp_path / "direct"
     relayed = run_session(
         through_relay(holdcall, "everything", relayed_dir, EVERYTHING),
@@ -120,7 +112,7 @@ def test_everything_deny(mode, holdcall, tmp_path: Path):
     split_refused(relayed_dir, {"get-sum"})
 
     # And the journal says so, in order.
-    assert decisions(holdcall, "everything")[before:] == [
+    assert holdcall.decisions("everything")[before:] == [
         ("get-sum", "deny"),
         ("echo", "allow"),
         ("get-sum", "deny"),
@@ -231,4 +223,4 @@ def test_filesystem_deny_write_allow_read(mode, holdcall, fs_dirs, tmp_path: Pat
     assert relayed["read"] == straight["read"]
     assert relayed["outside"] == straight["outside"]
 
-    assert [d for d in decisions(holdcall, "filesystem") if d[0] == "write_file"][-1] == ("write_file", "deny")
+    assert [d for d in holdcall.decisions("filesystem") if d[0] == "write_file"][-1] == ("write_file", "deny")

@@ -15,9 +15,7 @@ relay shows what the server really received.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -43,14 +41,6 @@ def desktop():
         yield instance
     finally:
         instance.close()
-
-
-def decisions(holdcall: DesktopHoldcall) -> list[tuple[str, str]]:
-    return [
-        (entry["tool"], entry["decision"])
-        for entry in holdcall.journal()
-        if entry["kind"] == "call.request" and entry["connector"] == CONNECTOR
-    ]
 
 
 def relayed_client(holdcall: DesktopHoldcall, logdir: Path) -> TsClient:
@@ -86,7 +76,7 @@ def test_the_ts_sdk_client_with_its_default_environment_lists_and_calls_through_
     assert "echo" in [tool["name"] for tool in relayed_tools["tools"]]
     assert relayed_echo == direct_echo == {"content": [{"type": "text", "text": f"Echo: {UNICODE}"}]}
     assert tool_calls(tmp_path / "relay" / "server.in") == ["echo"]
-    assert decisions(desktop) == [("echo", "allow")]
+    assert desktop.decisions(CONNECTOR) == [("echo", "allow")]
     assert_no_other_home(desktop)
 
 
@@ -103,7 +93,7 @@ def test_a_call_denied_from_the_shell_comes_back_to_the_ts_sdk_client_as_holdcal
     assert_refused_by_holdcall(denied)
     assert allowed == {"content": [{"type": "text", "text": "Echo: still here"}]}
     assert tool_calls(logdir / "server.in") == ["echo"]
-    assert decisions(desktop) == [("get-sum", "deny"), ("echo", "allow")]
+    assert desktop.decisions(CONNECTOR) == [("get-sum", "deny"), ("echo", "allow")]
     assert_no_other_home(desktop)
 
 
@@ -129,13 +119,8 @@ def test_a_deny_added_from_the_shell_while_the_ts_sdk_client_is_connected_refuse
         for line in (logdir / "server.in").read_bytes().splitlines()
         if json.loads(line).get("method") == "tools/call"
     ] == [{"a": 1, "b": 2}]
-    assert decisions(desktop) == [("get-sum", "allow"), ("get-sum", "deny")]
+    assert desktop.decisions(CONNECTOR) == [("get-sum", "allow"), ("get-sum", "deny")]
     assert_no_other_home(desktop)
-
-
-def held_calls(holdcall: DesktopHoldcall) -> list[dict[str, Any]]:
-    out = holdcall.cli("approve", "--json")
-    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
 
 
 def test_an_ask_added_from_the_shell_holds_the_ts_sdk_clients_next_call_and_holdcall_approve_in_the_shell_lists_and_releases_it(
@@ -149,10 +134,7 @@ def test_an_ask_added_from_the_shell_holds_the_ts_sdk_clients_next_call_and_hold
         desktop.cli("policy", "ask", "echo", "--connector", CONNECTOR)
         pending = client.send("call", name="echo", arguments={"message": UNICODE})
 
-        deadline = time.monotonic() + 20
-        while not (held := held_calls(desktop)):
-            assert time.monotonic() < deadline, "holdcall approve never listed the held call"
-            time.sleep(0.1)
+        held = desktop.wait_for_held("the held call")
         assert [(call["connector"], call["tool"]) for call in held] == [(CONNECTOR, "echo")]
         assert json.loads(held[0]["arguments"]) == {"message": UNICODE}
         # Held: neither answered nor forwarded.
@@ -164,5 +146,5 @@ def test_an_ask_added_from_the_shell_holds_the_ts_sdk_clients_next_call_and_hold
 
     assert released["result"] == {"content": [{"type": "text", "text": f"Echo: {UNICODE}"}]}
     assert tool_calls(logdir / "server.in") == ["echo", "echo"]
-    assert held_calls(desktop) == []
+    assert desktop.held_calls() == []
     assert_no_other_home(desktop)
