@@ -14,11 +14,11 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 
 use crate::holdmap::framework::{self, Category, Framework};
-use crate::holdmap::model::{Snapshot, Socket};
+use crate::holdmap::model::Snapshot;
 use crate::holdmap::project::{self, Project};
 use crate::holdmap::protect::{self, Protection};
 use crate::holdmap::redact;
-use crate::os::sockets::{Protocol, SocketState};
+use crate::os::sockets::Protocol;
 use crate::text;
 
 /// Who can reach a listener.
@@ -87,14 +87,6 @@ pub(crate) struct Listener {
     pub(crate) protected: Option<Protection>,
 }
 
-/// Whether a socket is "listening": a TCP socket in LISTEN, a UDP socket bound and unconnected.
-fn is_listening(s: &Socket) -> bool {
-    matches!(
-        (s.row.protocol, s.row.state),
-        (Protocol::Tcp, SocketState::Listen) | (Protocol::Udp, SocketState::Bound)
-    )
-}
-
 /// The holder that owns the socket: the topmost one, none of whose ancestors holds it too (a
 /// server's workers inherit its socket); the lowest such pid if several unrelated processes
 /// hold it; `None` when no visible process holds it.
@@ -117,7 +109,7 @@ type Group = (Vec<IpAddr>, Vec<i32>, u32);
 /// `pid: None`.
 pub(crate) fn listeners(snap: &Snapshot) -> Vec<Listener> {
     let mut groups: BTreeMap<GroupKey, Group> = BTreeMap::new();
-    for s in snap.sockets.iter().filter(|s| is_listening(s)) {
+    for s in snap.sockets.iter().filter(|s| s.row.is_listening()) {
         let owner = primary(snap, &s.pids);
         let group = groups
             .entry((s.row.local.port(), s.row.protocol, owner))

@@ -70,6 +70,16 @@ pub(crate) struct SocketRow {
     pub(crate) inode: u64,
 }
 
+impl SocketRow {
+    /// Whether the socket accepts new peers: TCP in LISTEN, or UDP bound and unconnected.
+    pub(crate) fn is_listening(&self) -> bool {
+        matches!(
+            (self.protocol, self.state),
+            (Protocol::Tcp, SocketState::Listen) | (Protocol::Udp, SocketState::Bound)
+        )
+    }
+}
+
 /// The four tables, each with the protocol of its rows.
 const TABLES: [(&str, Protocol); 4] = [
     ("/proc/self/net/tcp", Protocol::Tcp),

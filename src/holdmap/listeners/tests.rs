@@ -3,6 +3,7 @@ use std::collections::BTreeSet;
 use super::*;
 use crate::holdmap::model::fixture::{add, listen, machine, process, socket};
 use crate::holdmap::protect::Level;
+use crate::os::sockets::SocketState;
 
 fn only(snap: &Snapshot) -> Listener {
     let all = listeners(snap);

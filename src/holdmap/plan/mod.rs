@@ -24,7 +24,7 @@ use crate::holdmap::redact::redact_argv;
 use crate::limits::{HOLDMAP_STOP_GRACE, HOLDMAP_STOP_KILL_WAIT};
 use crate::os::procs::Proc;
 use crate::os::signal::Sig;
-use crate::os::sockets::{Protocol, SocketState};
+use crate::os::sockets::Protocol;
 
 mod schema;
 #[cfg(test)]
@@ -305,11 +305,7 @@ pub(crate) fn is_listening_on(
     port: u16,
     protocol: Option<Protocol>,
 ) -> bool {
-    let listening = matches!(
-        (row.protocol, row.state),
-        (Protocol::Tcp, SocketState::Listen) | (Protocol::Udp, SocketState::Bound)
-    );
-    listening && row.local.port() == port && protocol.is_none_or(|p| p == row.protocol)
+    row.is_listening() && row.local.port() == port && protocol.is_none_or(|p| p == row.protocol)
 }
 
 fn holders(snap: &Snapshot, port: u16, protocol: Option<Protocol>) -> Held {

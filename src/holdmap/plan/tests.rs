@@ -1,6 +1,7 @@
 use super::*;
 use crate::holdmap::model::fixture::{add, listen, machine, process, socket};
 use crate::holdmap::stop::fake::{add_plain, add_vite, with_vite};
+use crate::os::sockets::SocketState;
 
 fn pids(ms: &[Member]) -> Vec<i32> {
     ms.iter().map(|m| m.pid).collect()
