@@ -15,6 +15,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use crate::holdmap::framework::script_name;
 use crate::holdmap::model::Snapshot;
 use crate::holdmap::plan::{is_listening_on, protected_reason};
 use crate::holdmap::redact::redact_argv;
@@ -158,15 +159,6 @@ fn ports_of(snap: &Snapshot, agent: i32) -> Vec<(u16, Protocol)> {
     out.into_iter().collect()
 }
 
-/// The last path component of `s`, with a script extension removed.
-fn base(s: &str) -> &str {
-    let name = s.rsplit('/').next().unwrap_or(s);
-    [".js", ".mjs", ".cjs", ".py"]
-        .iter()
-        .find_map(|ext| name.strip_suffix(ext))
-        .unwrap_or(name)
-}
-
 fn by_path(s: &str) -> Option<&'static Program> {
     PROGRAMS
         .iter()
@@ -174,7 +166,7 @@ fn by_path(s: &str) -> Option<&'static Program> {
 }
 
 fn by_name(s: &str) -> Option<&'static Program> {
-    let b = base(s);
+    let b = script_name(s);
     PROGRAMS.iter().find(|prog| prog.names.contains(&b))
 }
 
@@ -189,7 +181,7 @@ fn program_of(p: &Proc) -> Option<&'static Program> {
     if let Some(prog) = by_path(image).or_else(|| by_name(image)) {
         return Some(prog);
     }
-    match entry(&p.argv, base(image))? {
+    match entry(&p.argv, script_name(image))? {
         Entry::Script(script) => by_path(script).or_else(|| by_name(script)),
         Entry::Module(module) => {
             let top = module.split('.').next().unwrap_or(module);

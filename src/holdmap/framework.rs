@@ -268,6 +268,16 @@ pub(crate) fn basename(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
+/// The basename of a path-like word without a script extension (`.js`, `.cjs`, `.mjs`,
+/// `.py`): `/usr/lib/node_modules/npm/bin/npm-cli.js` is `npm-cli`.
+pub(crate) fn script_name(word: &str) -> &str {
+    let name = basename(word);
+    [".js", ".cjs", ".mjs", ".py"]
+        .iter()
+        .find_map(|ext| name.strip_suffix(ext))
+        .unwrap_or(name)
+}
+
 /// The program a command's first word names: its basename, and for a process that rewrote
 /// its command line into one string (`sshd: u@pts/0`, `nginx: master process …`,
 /// `next-server (v15.0.3)`, `redis-server *:6379`) the word before the colon or the space. An

@@ -490,6 +490,14 @@ pub(crate) fn integer(value: &Value) -> Option<i64> {
     exact.then_some(f as i64)
 }
 
+/// The port argument `key` (1–65535, read as `integer` reads it), for a tool whose schema
+/// already checked it; `None` when it is absent.
+pub(crate) fn port_argument(args: &Map<String, Value>, key: &str) -> Option<u16> {
+    integer(args.get(key)?)
+        .and_then(|p| u16::try_from(p).ok())
+        .filter(|p| *p > 0)
+}
+
 /// The `if`/`then` pair that makes `field` required when the flag `flag` is `value`, for a
 /// tool's input schema to merge in. The flag is required inside the `if`: a call that leaves
 /// the flag out takes its default, and must not be held to the `then`.

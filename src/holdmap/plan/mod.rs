@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::holdmap::framework::script_name;
 use crate::holdmap::listeners::{Listener, listeners};
 use crate::holdmap::model::Snapshot;
 use crate::holdmap::protect::protection;
@@ -488,15 +489,6 @@ const LAUNCHERS: &[&str] = &[
 
 const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ash", "ksh", "mksh", "fish"];
 
-/// The basename of a path-like word, without a script extension.
-fn base(word: &str) -> &str {
-    let name = word.rsplit('/').next().unwrap_or(word);
-    [".js", ".cjs", ".mjs"]
-        .iter()
-        .find_map(|ext| name.strip_suffix(ext))
-        .unwrap_or(name)
-}
-
 fn is_launcher(p: &Proc) -> bool {
     // A process that set its title (npm does) shows its whole command line as argv[0].
     let argv0 = p
@@ -510,18 +502,18 @@ fn is_launcher(p: &Proc) -> bool {
         .and_then(Path::file_name)
         .and_then(|n| n.to_str())
         .unwrap_or("");
-    if SHELLS.contains(&base(argv0)) || SHELLS.contains(&exe) {
+    if SHELLS.contains(&script_name(argv0)) || SHELLS.contains(&exe) {
         // Only `sh -c …`: an interactive or login shell is a session, not a launcher.
         return p.argv.get(1).is_some_and(|a| a == "-c");
     }
-    if LAUNCHERS.contains(&base(argv0)) || LAUNCHERS.contains(&exe) {
+    if LAUNCHERS.contains(&script_name(argv0)) || LAUNCHERS.contains(&exe) {
         return true;
     }
     // node running npm's own script: `node /usr/lib/node_modules/npm/bin/npm-cli.js run dev`.
     matches!(exe, "node" | "nodejs" | "bun")
         && p.argv
             .get(1)
-            .is_some_and(|script| LAUNCHERS.contains(&base(script)))
+            .is_some_and(|script| LAUNCHERS.contains(&script_name(script)))
 }
 
 fn steps_for(

@@ -56,7 +56,7 @@ pub(super) fn def() -> ToolDef {
 }
 
 pub(super) fn run(args: &Map<String, Value>, cx: &mut Cx<'_>) -> Reply {
-    let near = super::port_arg(args, "near");
+    let near = crate::holdmap::schema::port_argument(args, "near");
     let snap = match super::observe(cx) {
         Ok(s) => s,
         Err(e) => return Reply::Now(Outcome::Failed(e)),

@@ -50,14 +50,6 @@ fn observe(cx: &Cx<'_>) -> Result<Snapshot, String> {
         .map_err(|e| format!("holdmap could not read this machine's ports: {e}"))
 }
 
-/// The `port` argument (the schema has already required an integer 1–65535; 3000.0 counts).
-fn port_arg(args: &Map<String, Value>, key: &str) -> Option<u16> {
-    args.get(key)
-        .and_then(crate::holdmap::schema::integer)
-        .and_then(|p| u16::try_from(p).ok())
-        .filter(|p| *p > 0)
-}
-
 fn bool_arg(args: &Map<String, Value>, key: &str) -> bool {
     args.get(key).and_then(Value::as_bool).unwrap_or(false)
 }

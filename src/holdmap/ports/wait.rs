@@ -68,7 +68,7 @@ pub(super) fn def() -> ToolDef {
 }
 
 pub(super) fn run(args: &Map<String, Value>, cx: &mut Cx<'_>) -> Reply {
-    let Some(port) = super::port_arg(args, "port") else {
+    let Some(port) = crate::holdmap::schema::port_argument(args, "port") else {
         return Reply::Now(Outcome::Failed(
             "`port` must be an integer from 1 to 65535".to_owned(),
         ));

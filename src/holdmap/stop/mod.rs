@@ -110,12 +110,6 @@ fn controls(args: &Map<String, Value>) -> Result<Controls, Outcome> {
     }
 }
 
-/// An integer argument in range (the schema already checked it; 3000.0 counts as 3000).
-fn port_arg(args: &Map<String, Value>) -> Option<u16> {
-    let n = crate::holdmap::schema::integer(args.get("port")?)?;
-    u16::try_from(n).ok().filter(|p| *p >= 1)
-}
-
 fn run_stop_port(args: &Map<String, Value>, cx: &mut Cx<'_>) -> Reply {
     let begun = start_port(args, cx);
     later(begun, cx)
@@ -132,7 +126,7 @@ pub(crate) fn start_port(args: &Map<String, Value>, cx: &mut Cx<'_>) -> Begun {
         Ok(c) => c,
         Err(o) => return Begun::Now(o),
     };
-    let Some(port) = port_arg(args) else {
+    let Some(port) = crate::holdmap::schema::port_argument(args, "port") else {
         return Begun::Now(Outcome::Failed(
             "`arguments.port` must be an integer from 1 to 65535".to_owned(),
         ));
