@@ -468,3 +468,17 @@ pub const HOLDMAP_PROBE_TEXT_CHARS_MAX: usize = 200;
 pub const HOLDMAP_EPHEMERAL_TRIES: usize = 8;
 
 const _: () = assert!(HOLDMAP_PROBE_TEXT_CHARS_MAX < HOLDMAP_PROBE_BYTES_MAX);
+
+// holdmap part 2 (issue 15). Each block is one area's; add to yours only.
+
+// --- added by agents (detection, list_agents) ---
+
+// --- added by capabilities (include_capabilities) ---
+
+// --- added by flow (get_agent_flow) ---
+
+// --- added by needs (list_needs) ---
+
+// --- added by analyzers (catalog, store, list_analyzers, list_insights) ---
+
+// --- added by activity (collector, recorder) ---

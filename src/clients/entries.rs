@@ -152,6 +152,8 @@ fn blank(group: Vec<String>, scope: String, name: String) -> ServerEntry {
         env_names: Vec::new(),
         kept_env: Vec::new(),
         url: None,
+        header_names: Vec::new(),
+        enabled: None,
         spans: None,
     }
 }
@@ -181,6 +183,14 @@ fn json_entry(
             .filter_map(|m| m.value.as_str().map(|v| (m.key.clone(), v.to_string())))
             .collect();
     }
+    if let Some(headers) = v.get("headers").and_then(json::Node::members) {
+        e.header_names = headers.iter().map(|m| m.key.clone()).collect();
+    }
+    e.enabled = match (v.get("disabled"), v.get("enabled")) {
+        (Some(d), _) => d.as_bool().map(|d| !d),
+        (None, Some(en)) => en.as_bool(),
+        (None, None) => None,
+    };
     if let Some((transport, url)) = json_remote(spec, v) {
         e.shape = Shape::Remote;
         e.transport = transport;
@@ -269,6 +279,9 @@ struct CodexServer {
     args: Option<toml::Spanned<toml::Value>>,
     env: Option<toml::Value>,
     url: Option<toml::Value>,
+    http_headers: Option<toml::Value>,
+    env_http_headers: Option<toml::Value>,
+    enabled: Option<toml::Value>,
 }
 
 /// The refusal of a file that is not TOML: where and what, never the offending line (toml's
@@ -329,6 +342,12 @@ fn toml_entry(text: &str, name: String, s: &CodexServer, kept_env: &[&str]) -> S
             .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
             .collect();
     }
+    for headers in [&s.http_headers, &s.env_http_headers].into_iter().flatten() {
+        if let toml::Value::Table(h) = headers {
+            e.header_names.extend(h.keys().cloned());
+        }
+    }
+    e.enabled = s.enabled.as_ref().and_then(toml::Value::as_bool);
     if let Some(url) = &s.url {
         e.shape = Shape::Remote;
         e.transport = "http".into();

@@ -80,6 +80,12 @@ impl Node {
             _ => None,
         }
     }
+    pub(crate) fn as_bool(&self) -> Option<bool> {
+        match &self.kind {
+            Kind::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
     pub(crate) fn members(&self) -> Option<&[Member]> {
         match &self.kind {
             Kind::Object(m) => Some(m),

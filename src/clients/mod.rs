@@ -15,6 +15,7 @@
 mod entries;
 pub(crate) mod inspect;
 pub mod json;
+pub(crate) mod routed;
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -146,6 +147,14 @@ impl Places {
             codex_home,
             project,
         })
+    }
+
+    /// The same places with another project directory (an agent's working directory).
+    pub(crate) fn with_project(&self, project: &Path) -> Places {
+        Places {
+            project: project.to_path_buf(),
+            ..self.clone()
+        }
     }
 
     /// Every file Holdcall looks at, in a fixed order (see docs/clients.md for the sources).
@@ -306,6 +315,13 @@ pub(crate) struct ServerEntry {
     /// [`read_file`]); every other value is dropped as it is read.
     pub(crate) kept_env: Vec<(String, String)>,
     pub(crate) url: Option<String>,
+    /// The names of the HTTP headers a remote entry sends (`headers`, Codex's `http_headers` and
+    /// `env_http_headers`): names only, values are never kept.
+    pub(crate) header_names: Vec<String>,
+    /// What the file says of the entry being on: `Some(false)` for `"disabled": true` (or
+    /// Codex's `enabled = false`), `Some(true)` for an explicit `enabled`/`"disabled": false`,
+    /// None when it says nothing (the client's default: on).
+    pub(crate) enabled: Option<bool>,
     /// Where its command and args sit in the file (a stdio entry only).
     pub(crate) spans: Option<Spans>,
 }

@@ -20,7 +20,12 @@ is busy and how to free it, call `explain_port`, or `inspect_port` for the struc
 alone; to pick a port for a new server, call `find_free_port` (optionally `near` a port), and \
 after the server is launched call `wait_for_port`; to see which local services talk to which, \
 call `get_topology` (`all: true` adds system and application services) and `plan_cluster_stop` \
-for a dependency-ordered plan that never executes. `stop_port` and `stop_agent_ports` preview \
+for a dependency-ordered plan that never executes. To see which AI coding agents run here and \
+what they started, call `list_agents` (`include_capabilities: true` adds what their MCP config \
+files define: names and metadata, never secret values), `get_agent_flow` for their process and \
+connection relationships, and `list_needs` for what needs the user's attention; \
+`list_analyzers` and `list_insights` only read registered analyzers and their stored findings \
+(an analyzer runs only when a person types `holdmap analyze NAME`). `stop_port` and `stop_agent_ports` preview \
 first: `dry_run` defaults to true, and a permitted preview returns a `confirmation_id` that works \
 once, for 300 s, in this session only; re-initialising the session invalidates every handle, at \
 most 32 previews are kept (a new one evicts the oldest), and one preview covers at most 128 ports \
@@ -36,6 +41,9 @@ fn tools() -> Vec<Tool> {
     let mut out = Vec::new();
     out.extend_from_slice(crate::holdmap::ports::TOOLS);
     out.extend_from_slice(crate::holdmap::topology::TOOLS);
+    out.extend_from_slice(crate::holdmap::agents::TOOLS);
+    out.extend_from_slice(crate::holdmap::needs::TOOLS);
+    out.extend_from_slice(crate::holdmap::analyzers::TOOLS);
     out.extend_from_slice(crate::holdmap::stop::TOOLS);
     out
 }
@@ -66,7 +74,8 @@ pub(crate) fn check_output(tool: &str, structured: &serde_json::Value) {
     }
 }
 
-/// The nine tools of issue 14, the names a prompt, the guide or the instructions may use.
+/// The tools of issues 14 and 15 in catalog order, the names a prompt, the guide or the
+/// instructions may use.
 #[cfg(test)]
 pub(crate) const ISSUE_TOOLS: &[&str] = &[
     "list_ports",
@@ -76,6 +85,11 @@ pub(crate) const ISSUE_TOOLS: &[&str] = &[
     "wait_for_port",
     "get_topology",
     "plan_cluster_stop",
+    "list_agents",
+    "get_agent_flow",
+    "list_needs",
+    "list_analyzers",
+    "list_insights",
     "stop_port",
     "stop_agent_ports",
 ];

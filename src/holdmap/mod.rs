@@ -19,15 +19,19 @@
 //! (`world`: the live machine, or a fixture in tests); `wire` shapes the result for the
 //! revision the request is under and `server` writes it as one line.
 
+mod activity;
 mod agents;
+mod analyzers;
 mod catalog;
 mod cli;
 mod confirm;
 mod framework;
 mod guide;
+mod home;
 mod listeners;
 mod methods;
 mod model;
+mod needs;
 mod plan;
 mod ports;
 mod probe;

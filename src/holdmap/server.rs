@@ -34,7 +34,7 @@ use crate::text::visible;
 const LINE_BYTES_MAX: usize = HOLDMAP_FRAME_BYTES_MAX + 2;
 
 /// Runs `holdmap mcp` on this process's stdin and stdout until stdin closes; the exit code.
-pub(crate) fn run_stdio() -> i32 {
+pub(crate) fn run_stdio(_record_activity: bool) -> i32 {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

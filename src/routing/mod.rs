@@ -14,10 +14,11 @@ pub(crate) mod backup;
 mod plan;
 mod verify;
 
-use std::ffi::{OsStr, OsString};
-use std::os::unix::fs::MetadataExt as _;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use crate::clients::routed;
+pub(crate) use crate::clients::routed::{Judge, Routing};
 use crate::clients::{
     self, ClientConfigError, ClientId, FileSpec, FileState, ServerEntry, Shape, inspect,
 };
@@ -117,14 +118,7 @@ impl std::ops::Deref for RoutedEntry {
 impl RoutedEntry {
     /// The command and arguments the server really runs: after `--` when routed.
     pub(crate) fn upstream(&self) -> Option<(String, Vec<String>)> {
-        let command = self.command.clone()?;
-        if matches!(self.state, Routing::Routed | Routing::OtherHoldcall(_)) {
-            let at = self.args.iter().position(|a| a == "--")?;
-            let mut rest = self.args.get(at + 1..)?.iter().cloned();
-            let cmd = rest.next()?;
-            return Some((cmd, rest.collect()));
-        }
-        Some((command, self.args.clone()))
+        routed::upstream(&self.entry, &self.state)
     }
 }
 
@@ -183,210 +177,29 @@ fn judged(entry: ServerEntry, judge: &Judge) -> RoutedEntry {
     e
 }
 
-/// What one server entry is, as far as Holdcall is concerned (was `EntryState`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Routing {
-    /// `holdcall serve …` whose command is this running holdcall binary (the same file: device
-    /// and inode), named by its absolute path or found on PATH.
-    Routed,
-    /// `holdcall serve …` through a command that is not this binary: another file named
-    /// holdcall, one that does not exist, or a relative path. Not routed: whatever runs there
-    /// decides nothing Holdcall knows of. `init --write` points it at this binary.
-    OtherHoldcall(OtherHoldcall),
-    /// A stdio server that does not go through Holdcall yet.
-    NotRouted,
-    /// An HTTP/SSE server: reported, never rewritten.
-    Remote,
-    /// Not a shape Holdcall understands (no command, args not a list of strings, …): left alone.
-    Unrecognized(String),
-}
-
-/// A `holdcall serve` entry whose command is not this binary.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct OtherHoldcall {
-    /// The command as written in the file.
-    pub(crate) command: String,
-    /// What the command resolves to (an absolute path, or the file PATH finds); None when it
-    /// names nothing that exists.
-    pub(crate) resolved: Option<PathBuf>,
-}
-
-impl OtherHoldcall {
-    /// Why the entry is not routed, in words (the paths through `inspect::printable`).
-    pub(crate) fn reason(&self) -> String {
-        let command = crate::text::visible(&self.command);
-        match &self.resolved {
-            Some(p) => format!(
-                "routed through another holdcall at {}, not this one",
-                crate::text::visible(&p.to_string_lossy())
-            ),
-            None if !self.command.contains('/') => {
-                format!("routed through `{command}`, which PATH does not find")
-            }
-            None if !self.command.starts_with('/') => format!(
-                "routed through the relative path {command}, which holdcall cannot resolve as the client would"
-            ),
-            None => format!("routed through a holdcall that does not exist at {command}"),
-        }
-    }
-
-    /// The command names an absolute path where nothing exists (moved or uninstalled).
-    pub(crate) fn missing(&self) -> bool {
-        self.resolved.is_none() && self.command.starts_with('/')
-    }
-}
-
-/// How to tell whether an entry's command is this holdcall.
-#[derive(Debug, Clone)]
-pub(crate) enum Judge {
-    /// The running binary's device and inode, and the PATH a bare command name is looked up
-    /// in: this process's own `PATH` (the one `init`, `doctor` and `inventory` run with).
-    /// `this: None`: the running binary could not be found, so no command is this binary.
-    Running {
-        this: Option<(u64, u64)>,
-        path: Option<OsString>,
-    },
-    /// Exactly this command text (to re-read a planned rewrite, whose command is this binary's
-    /// absolute path by construction).
-    Spelled(String),
-}
-
-impl Judge {
-    /// The running binary (`std::env::current_exe`, its metadata followed through symlinks)
-    /// and this process's PATH.
-    pub(crate) fn this_binary() -> Judge {
-        let this = std::env::current_exe()
-            .and_then(std::fs::metadata)
-            .ok()
-            .map(|m| (m.dev(), m.ino()));
-        Judge::Running {
-            this,
-            path: std::env::var_os("PATH"),
-        }
-    }
-
-    /// Whether `command` is this binary: Ok(()) when it is, else what it resolves to.
-    fn check(&self, command: &str) -> Result<(), Option<PathBuf>> {
-        match self {
-            Judge::Spelled(s) if s == command => Ok(()),
-            Judge::Spelled(_) => Err(resolve_command(command, None)),
-            Judge::Running { this, path } => {
-                let found = resolve_command(command, path.as_deref());
-                let same = found
-                    .as_ref()
-                    .and_then(|p| std::fs::metadata(p).ok())
-                    .is_some_and(|m| this.is_some_and(|t| t == (m.dev(), m.ino())));
-                if same { Ok(()) } else { Err(found) }
-            }
-        }
-    }
-}
-
-/// The file a client would run for `command`, as `execvp` finds it: a path with a `/` is taken
-/// as written when absolute (a relative one depends on the client's working directory, which
-/// holdcall cannot know: None); a bare name is the first executable regular file of that name
-/// in the directories of `path` (empty entries skipped). None when nothing exists there.
-pub(crate) fn resolve_command(command: &str, path: Option<&OsStr>) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt as _;
-    let executable = |p: &Path| {
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if command.contains('/') {
-        let p = Path::new(command);
-        return (p.is_absolute() && std::fs::metadata(p).is_ok()).then(|| p.to_path_buf());
-    }
-    std::env::split_paths(path?)
-        .filter(|d| !d.as_os_str().is_empty())
-        .map(|d| d.join(command))
-        .find(|p| executable(p))
-}
-
-impl Routing {
-    pub(crate) fn label(&self) -> &'static str {
-        match self {
-            Routing::Routed => "routed",
-            Routing::NotRouted | Routing::OtherHoldcall(_) => "not routed",
-            Routing::Remote => "remote",
-            Routing::Unrecognized(_) => "unrecognized",
-        }
-    }
-}
-
-/// Routed, routed through another holdcall, or not routed, for an entry with a command; and
-/// the connector it runs (or would run) under.
+/// Routed, routed through another holdcall, or not routed, for an entry with a command
+/// (`clients::routed::classify`); and the connector it runs (or would run) under.
 fn classify_stdio(e: &mut RoutedEntry, judge: &Judge) {
-    let command = e.command.as_deref().unwrap_or("");
-    let is_this = judge.check(command);
-    let serve = serve_args(&e.args);
-    if let Some(serve) = serve.filter(|_| is_this.is_ok() || is_holdcall(command)) {
-        e.state = match is_this {
-            Ok(()) => Routing::Routed,
-            Err(resolved) => Routing::OtherHoldcall(OtherHoldcall {
-                command: command.to_string(),
-                resolved,
-            }),
-        };
-        e.home_arg = serve.home;
-        match serve.connector {
-            Some(c) => e.connector = c,
-            None => {
-                // `serve` without --connector: the relay derives the name from its server
-                // command, and so does this.
-                if let Some((cmd, args)) = e.upstream() {
-                    let (c, from) = derived_connector(&cmd, &args);
-                    e.connector = c;
-                    e.connector_from = Some(from);
+    let (state, serve) = routed::classify(&e.entry, judge);
+    e.state = state;
+    match serve {
+        Some(serve) => {
+            e.home_arg = serve.home;
+            match serve.connector {
+                Some(c) => e.connector = c,
+                None => {
+                    // `serve` without --connector: the relay derives the name from its server
+                    // command, and so does this.
+                    if let Some((cmd, args)) = e.upstream() {
+                        let (c, from) = derived_connector(&cmd, &args);
+                        e.connector = c;
+                        e.connector_from = Some(from);
+                    }
                 }
             }
         }
-    } else {
-        e.state = Routing::NotRouted;
-        e.connector = connector_name(&e.name);
+        None => e.connector = connector_name(&e.name),
     }
-}
-
-/// What `holdcall` arguments of the shape `[--home DIR] serve [OPTIONS…] [-- CMD…]` say.
-struct ServeArgs {
-    home: Option<String>,
-    connector: Option<String>,
-}
-
-/// The `serve` arguments of a holdcall command line, or None when it is not `serve`. `--home`
-/// is global, so it may come before or after `serve`; options end at `--`.
-fn serve_args(args: &[String]) -> Option<ServeArgs> {
-    let mut out = ServeArgs {
-        home: None,
-        connector: None,
-    };
-    let mut it = args.iter();
-    let mut serve = false;
-    while let Some(a) = it.next() {
-        if a == "--" {
-            break;
-        }
-        if a == "serve" && !serve {
-            serve = true;
-            continue;
-        }
-        let mut value = |flag: &str| -> Option<Option<String>> {
-            if a == flag {
-                Some(it.next().cloned())
-            } else {
-                a.strip_prefix(flag)
-                    .and_then(|v| v.strip_prefix('='))
-                    .map(|v| Some(v.to_string()))
-            }
-        };
-        if let Some(v) = value("--home") {
-            out.home = v;
-        } else if !serve {
-            // Only --home may come before `serve`.
-            return None;
-        } else if let Some(v) = value("--connector") {
-            out.connector = v;
-        }
-    }
-    serve.then_some(out)
 }
 
 /// The variables that choose a holdcall home when `--home` is not given (see
@@ -482,16 +295,6 @@ pub(crate) fn derived_connector(command: &str, args: &[String]) -> (String, Stri
         connector_name(&raw)
     };
     (name, from)
-}
-
-/// A command named holdcall (any path): if its arguments are `serve …`, it claims to route.
-/// Whether it is *this* holdcall is [`Judge`]'s question.
-pub(crate) fn is_holdcall(command: &str) -> bool {
-    let base = Path::new(command)
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("");
-    base == "holdcall" || base == "holdcall.exe"
 }
 
 /// The arguments a routed entry gets before the original command: the absolute `home` first,

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::*;
 use crate::clients::json::Flavour;
+use crate::clients::routed::OtherHoldcall;
 use crate::clients::tests::{codex, cursor, spec};
 use crate::clients::{Format, Layout, Loaded};
 

@@ -3,9 +3,16 @@
 //! tests of the same server are in tools/rig/test_holdmap.py.
 
 pub(crate) mod client;
+pub(crate) mod fake_agent;
 
+mod activity;
+mod agents;
+mod analyzers;
+mod capabilities;
 mod cli;
+mod flow;
 mod linking;
+mod needs;
 mod ports;
 mod stops;
 mod topology;

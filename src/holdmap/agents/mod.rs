@@ -1,5 +1,7 @@
-//! Which running processes are AI coding agents, for `stop_agent_ports`, and which ports they
-//! started.
+//! Which running processes are AI coding agents, what each runs and may do, and the tools that
+//! show it: `list_agents` (`list`, with `capabilities` for `include_capabilities`) and
+//! `get_agent_flow` (`flow`). `stop_agent_ports` selects agents through [`matching`]. The data
+//! every part reads and fills is in `model`.
 //!
 //! Until part 2's agent detection replaces this module, an agent is a process whose executable
 //! is a known agent program, by its basename or an install path (`/@anthropic-ai/claude-code/`
@@ -12,6 +14,12 @@
 //! entry script (an unknown runtime flag means "not recognised"); count the agent's own
 //! listeners or protected processes' as ports it started.
 
+pub(crate) mod capabilities;
+pub(crate) mod detect;
+mod flow;
+pub(crate) mod list;
+pub(crate) mod model;
+
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -19,8 +27,12 @@ use crate::holdmap::framework::script_name;
 use crate::holdmap::model::Snapshot;
 use crate::holdmap::plan::{is_listening_on, protected_reason};
 use crate::holdmap::redact::redact_argv;
+use crate::holdmap::tool::Tool;
 use crate::os::procs::Proc;
 use crate::os::sockets::Protocol;
+
+/// `list_agents` and `get_agent_flow`, in the order `tools/list` shows them.
+pub(crate) const TOOLS: &[Tool] = &[list::TOOL, flow::TOOL];
 
 /// A known agent program: its id, executable and entry names, and install-path fragments.
 struct Program {

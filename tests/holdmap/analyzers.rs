@@ -1,0 +1,1 @@
+//! (skeleton: tests of this tool go here)
