@@ -127,3 +127,40 @@ pub(crate) fn places_for(project: Option<&PathBuf>) -> Option<Places> {
         None => places,
     })
 }
+
+/// What `report`'s client's files define, for `list_agents` with `include_capabilities`: its
+/// servers (each marked running when one of the agent's processes in `snap` runs it), permission
+/// rules, safety settings, instruction files and skills. `list` calls it only for an agent of
+/// holdmap's own account. (Skeleton: servers only.)
+pub(crate) fn of(
+    report: &crate::holdmap::agents::model::AgentReport,
+    _snap: &crate::holdmap::model::Snapshot,
+) -> crate::holdmap::agents::model::Capabilities {
+    let mut caps = crate::holdmap::agents::model::Capabilities::default();
+    let Some(client) = report.client else {
+        caps.limits.push(format!(
+            "holdmap reads no MCP configuration files of {}",
+            report.name
+        ));
+        return caps;
+    };
+    let project = report.folders.first().map(|f| f.path.clone());
+    if let Some(places) = places_for(project.as_ref()) {
+        let (sources, servers) = configured_servers(&places, client, &holdcall_judge());
+        caps.sources = sources;
+        caps.servers = servers;
+    }
+    caps
+}
+
+/// `capabilities` as `list_agents` returns it (a JSON object matching [`output_schema`]).
+/// (Skeleton.)
+pub(crate) fn to_json(_caps: &crate::holdmap::agents::model::Capabilities) -> serde_json::Value {
+    serde_json::json!({})
+}
+
+/// The JSON schema of one agent's `capabilities` object, for `list_agents`' output schema.
+/// (Skeleton.)
+pub(crate) fn output_schema() -> serde_json::Value {
+    serde_json::json!({"type": "object"})
+}
