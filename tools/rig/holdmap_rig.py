@@ -42,6 +42,11 @@ TOOLS = {
     "plan_cluster_stop",
     "stop_port",
     "stop_agent_ports",
+    "list_agents",
+    "get_agent_flow",
+    "list_needs",
+    "list_analyzers",
+    "list_insights",
 }
 STOP_TOOLS = {"stop_port", "stop_agent_ports"}
 PROMPTS = {"diagnose_port", "prepare_dev_server", "inspect_agents"}
@@ -384,3 +389,486 @@ os.execv(sys.argv[2], ["bash", "-c", f'"$0" mcp {fd}>&-; exit $?', sys.argv[3]])
 def under_a_shell_holding_a_port(report: Path) -> list[str]:
     """The command line for holdmap under its port-holding parent shell (see SHELL_PARENT)."""
     return [PYTHON, "-c", SHELL_PARENT, str(report), BASH, str(holdmap_binary())]
+
+
+# =============================================================================================
+# --- added by rig (issue 15: agents, their MCP servers, needs, analyzers, activity) ---
+# Plumbing for test_holdmap_agents.py: agents that are real processes (a copy of `sh` named like
+# the product, whose children are a real MCP server launched the way npx launches one, a dev
+# server and, when asked, a client connection), a temp HOME with every supported client's config
+# file, a dev server left behind by a launcher that exited, and holdmap's activity collector.
+# As above, every process started here is stopped here by its own pid.
+
+import re  # noqa: E402
+import secrets  # noqa: E402
+import shlex  # noqa: E402
+import urllib.error  # noqa: E402
+import urllib.request  # noqa: E402
+
+# A secret that must never leave holdmap: a config file's env value, header value and URL parts
+# hold it. Fresh per run, so it cannot be in any file it did not come from.
+CANARY = f"hmcanary{secrets.token_hex(8)}"
+
+# The real MCP server every fake agent runs (from the rig's node_modules), under npx's command
+# line: `node …/npx -y @modelcontextprotocol/server-filesystem@VERSION DIR`.
+FS_PACKAGE = "@modelcontextprotocol/server-filesystem"
+FS_VERSION: str = json.loads((REPO / "tools/rig/node_modules" / FS_PACKAGE / "package.json").read_text())["version"]
+
+# `npx` as the agent's PATH finds it: a node script, so the process is `node …/bin/npx -y PKG@V
+# ARGS`, the shape of the real npx (itself a node script); instead of fetching PKG it runs the
+# copy installed in the rig's node_modules in this same process, so the child really is that MCP
+# server, reading its requests from stdin. Nothing is downloaded.
+NPX_SCRIPT = f"""#!/usr/bin/env node
+const path = require("path");
+const words = process.argv.slice(2).filter((a) => a !== "-y" && a !== "--yes");
+const spec = words.shift();
+const name = spec.replace(/(.)@[^@/]*$/, "$1");
+const entry = path.join({json.dumps(str(REPO / "tools/rig/node_modules"))}, name, "dist", "index.js");
+process.argv = [process.argv[0], entry, ...words];
+import(entry);
+"""
+
+# A client connection an agent's process holds: connect to 127.0.0.1:PORT, say so in FILE,
+# then wait on stdin (closed when the agent is stopped).
+CONNECTOR = (
+    "import socket, sys\n"
+    "s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n"
+    "open(sys.argv[2], 'w').close()\n"
+    "sys.stdin.read()\n"
+)
+
+
+def holdcall_beside_holdmap() -> Path:
+    """The holdcall binary installed beside holdmap: the one holdmap counts as "this Holdcall"
+    when it judges a config entry routed (tools/rig/run points HOLDCALL_BINARY at the same
+    target/debug)."""
+    path = holdmap_binary().resolve().parent / "holdcall"
+    if not path.is_file():
+        raise RuntimeError(f"no holdcall binary beside holdmap at {path}: run `cargo build`")
+    return path
+
+
+def children_of(pid: int) -> list[int]:
+    """The pids whose parent is `pid` (every thread's children list)."""
+    out: list[int] = []
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            out.extend(int(c) for c in (task / "children").read_text().split())
+        except OSError:
+            continue
+    return out
+
+
+def descendants_of(pid: int) -> list[int]:
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in children_of(todo.pop()):
+            if child not in found:
+                found.append(child)
+                todo.append(child)
+    return found
+
+
+def start_ticks(pid: int) -> int | None:
+    """The process's start time (/proc/PID/stat field 22): with the pid, its identity."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def argv_of(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+    except OSError:
+        return []
+
+
+def kill_if_same(pid: int, ticks: int | None) -> None:
+    """SIGTERM to `pid`, only while it is still the process the test started (same start time)."""
+    if ticks is not None and start_ticks(pid) == ticks:
+        try:
+            os.kill(pid, 15)
+        except ProcessLookupError:
+            pass
+
+
+class AgentProcess(FakeAgent):
+    """A running agent as the real product makes one: an executable named `program` (a copy of
+    `sh`: `claude`, `codex`, `gemini`, `cursor` …) started with `flags` on its command line, in a
+    project folder, whose children are the MCP server its config names (`npx -y
+    @modelcontextprotocol/server-filesystem@VERSION ROOT`, a real one: see NPX_SCRIPT), a dev
+    server (`python3 -m http.server` in the project) and, with `connect_to`, a process holding a
+    TCP connection to that port. As FakeAgent (whose stop and liveness checks it keeps): the
+    agent's stdin is a pipe; its MCP server and connector read it and exit when it closes; the
+    dev server is stopped by its pid."""
+
+    def __init__(self, program: str, flags: list[str], root: Path, connect_to: int | None = None) -> None:
+        self.program = program
+        self.started: dict[int, int | None] = {}
+        self.home = Path(tempfile.mkdtemp(prefix=f"hm-{program}-"))  # bin/ and reports
+        self.project = project_folder(f"hm-{program}-project-")
+        self.root = root
+        bin_dir = self.home / "bin"
+        bin_dir.mkdir()
+        exe = bin_dir / program
+        shutil.copy2(os.path.realpath("/bin/sh"), exe)
+        npx = bin_dir / "npx"
+        npx.write_text(NPX_SCRIPT)
+        npx.chmod(0o755)
+        report = self.home / "dev"
+        q = shlex.quote
+        # Background jobs of a non-interactive sh read /dev/null: the agent's stdin goes to its
+        # MCP server and connector through fd 3.
+        line = [
+            "exec 3<&0",
+            f"npx -y {FS_PACKAGE}@{FS_VERSION} {q(str(root))} <&3 3<&- &",
+            f"{q(PYTHON)} -u -m http.server 0 --bind 127.0.0.1 >{q(str(report))}.out 2>/dev/null </dev/null 3<&- &",
+            f"echo $! >{q(str(report))}.pid.tmp && mv {q(str(report))}.pid.tmp {q(str(report))}.pid",
+        ]
+        self.connected = self.home / "connected"
+        if connect_to is not None:
+            line.append(
+                f"{q(PYTHON)} -c {q(CONNECTOR)} {connect_to} {q(str(self.connected))} <&3 3<&- &"
+            )
+        line.append("wait")
+        self.proc = subprocess.Popen(
+            [str(exe), "-c", "\n".join(line), *flags],
+            cwd=self.project,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"},
+        )
+        self.pid = self.proc.pid
+        self.exe = exe
+        self.server_pid = 0
+        try:
+            self._wait_ready(report, connect_to)
+        except BaseException:
+            self.started = {pid: start_ticks(pid) for pid in [self.pid, *descendants_of(self.pid)]}
+            self.close()
+            raise
+        # Every process below the agent now, with its start time: what close() may stop.
+        self.started = {pid: start_ticks(pid) for pid in [self.pid, *descendants_of(self.pid)]}
+
+    def _wait_ready(self, report: Path, connect_to: int | None) -> None:
+        program = self.program
+        wait_until(lambda: Path(f"{report}.pid").exists(), f"the {program} agent's dev server")
+        self.server_pid = int(Path(f"{report}.pid").read_text())
+
+        def port_printed() -> bool:
+            text = Path(f"{report}.out").read_text() if Path(f"{report}.out").exists() else ""
+            return " port " in text
+
+        wait_until(port_printed, f"the {program} agent's dev server port", START_DEADLINE_S)
+        self.port = int(Path(f"{report}.out").read_text().split(" port ", 1)[1].split()[0])
+        wait_until(lambda: accepts(self.port), f"the {program} agent's http.server on {self.port}")
+        if connect_to is not None:
+            wait_until(self.connected.exists, f"the {program} agent's connection to {connect_to}")
+        wait_until(lambda: self.mcp_pid is not None, f"the {program} agent's MCP server")
+        self.mcp: int = self.mcp_pid or 0
+        self.connector: int | None = self.connector_pid
+
+    def server_alive(self) -> bool:
+        return self.server_pid > 0 and super().server_alive()
+
+    @property
+    def mcp_pid(self) -> int | None:
+        """The agent's npx child (the MCP server), once it runs."""
+        for pid in children_of(self.pid):
+            argv = argv_of(pid)
+            if len(argv) > 1 and argv[1].endswith("/bin/npx"):
+                return pid
+        return None
+
+    @property
+    def connector_pid(self) -> int | None:
+        for pid in children_of(self.pid):
+            if str(self.connected) in argv_of(pid):
+                return pid
+        return None
+
+    def query(self) -> str:
+        """`pid:N`: the only way these tests select an agent (a product name could match a real
+        agent on the machine)."""
+        return f"pid:{self.pid}"
+
+    def close(self) -> None:
+        # The dev server first (nothing stops it on EOF), so the agent's `wait` returns; then
+        # FakeAgent's stop (stdin closed, the agent waited for); then anything the agent started
+        # that is somehow still there, by pid and start time.
+        if self.server_pid > 0:
+            kill_if_same(self.server_pid, self.started.get(self.server_pid))
+        super().close()
+        for pid, ticks in self.started.items():
+            kill_if_same(pid, ticks)
+
+
+# The products these tests run, by executable name: the product id list_agents reports, the
+# client whose config files it reads (ClientId::id) and a flag its real CLI takes that widens
+# what it may do without asking (None: no such flag is checked).
+AGENT_PRODUCTS: dict[str, dict[str, Any]] = {
+    "claude": {"product": "claude-code", "client": "claude-code", "flags": ["--dangerously-skip-permissions"]},
+    "codex": {"product": "codex", "client": "codex", "flags": ["--dangerously-bypass-approvals-and-sandbox"]},
+    "gemini": {"product": "gemini", "client": "gemini-cli", "flags": ["--yolo"]},
+    "cursor": {"product": "cursor", "client": "cursor", "flags": []},
+    "windsurf": {"product": "windsurf", "client": "windsurf", "flags": []},
+    "copilot-language-server": {"product": "copilot", "client": "vscode", "flags": ["--stdio"]},
+}
+
+
+def alias(client: str, role: str) -> str:
+    """The name of one configured server: `<client>-<role>` (roles: files, routed, loose,
+    remote), so each finding says which file it came from."""
+    return f"{client}-{role}"
+
+
+# Each client's user-scope MCP config file under HOME, and how its entries are written.
+CLIENT_FILES = {
+    "claude-code": ".claude.json",
+    "cursor": ".cursor/mcp.json",
+    "vscode": ".config/Code/User/mcp.json",
+    "codex": ".codex/config.toml",
+    "gemini-cli": ".gemini/settings.json",
+    "windsurf": ".codeium/windsurf/mcp_config.json",
+}
+
+ROUTED_PACKAGE = "@rig/routed-server"
+LOOSE_PACKAGE = "@rig/loose-server"
+REMOTE_HOST = "mcp.rig.invalid:8443"
+
+
+def client_servers(client: str, root: Path) -> dict[str, dict[str, Any]]:
+    """The four servers every client's file defines, as plain data:
+    - `files`: the MCP server the fake agents run (pinned, not routed), a canary env value;
+    - `routed`: through the holdcall beside holdmap (`serve -- npx -y pkg@1.2.3`): routed, pinned;
+    - `loose`: `npx -y pkg`: unpinned, not routed;
+    - `remote`: a URL with the canary as userinfo, path, query and fragment, and in a header."""
+    holdcall = str(holdcall_beside_holdmap())
+    return {
+        alias(client, "files"): {
+            "command": "npx",
+            "args": ["-y", f"{FS_PACKAGE}@{FS_VERSION}", str(root)],
+            "env": {"FS_API_TOKEN": CANARY, "PLAIN_SETTING": f"x-{CANARY}"},
+        },
+        alias(client, "routed"): {
+            "command": holdcall,
+            "args": ["serve", "--", "npx", "-y", f"{ROUTED_PACKAGE}@1.2.3"],
+            "env": {"ROUTED_SECRET": CANARY},
+        },
+        alias(client, "loose"): {"command": "npx", "args": ["-y", LOOSE_PACKAGE]},
+        alias(client, "remote"): {
+            "url": f"https://rig:{CANARY}@{REMOTE_HOST}/{CANARY}/mcp?api_key={CANARY}#{CANARY}",
+            "headers": {"Authorization": f"Bearer {CANARY}", "X-Rig-Key": CANARY},
+        },
+    }
+
+
+def toml_string(text: str) -> str:
+    return json.dumps(text)  # a JSON string is a TOML basic string for these characters
+
+
+def write_client_configs(home: Path, root: Path) -> dict[str, Path]:
+    """Every supported client's user-scope config file under `home` (see client_servers), in
+    that client's own format; returns each client's file."""
+    written: dict[str, Path] = {}
+    for client, rel in CLIENT_FILES.items():
+        servers = client_servers(client, root)
+        path = home / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if client == "codex":
+            out = []
+            for name, s in servers.items():
+                out.append(f"[mcp_servers.{toml_string(name)}]")
+                if "url" in s:
+                    out.append(f"url = {toml_string(s['url'])}")
+                    headers = ", ".join(f"{toml_string(k)} = {toml_string(v)}" for k, v in s["headers"].items())
+                    out.append(f"http_headers = {{ {headers} }}")
+                else:
+                    out.append(f"command = {toml_string(s['command'])}")
+                    out.append("args = [" + ", ".join(toml_string(a) for a in s["args"]) + "]")
+                    if s.get("env"):
+                        env = ", ".join(f"{toml_string(k)} = {toml_string(v)}" for k, v in s["env"].items())
+                        out.append(f"env = {{ {env} }}")
+                out.append("")
+            path.write_text("\n".join(out))
+        elif client == "vscode":
+            typed = {
+                name: ({"type": "http", **s} if "url" in s else {"type": "stdio", **s})
+                for name, s in servers.items()
+            }
+            path.write_text(json.dumps({"servers": typed}, indent=2))
+        elif client == "claude-code":
+            typed = {
+                name: ({"type": "http", **s} if "url" in s else {"type": "stdio", **s})
+                for name, s in servers.items()
+            }
+            # ~/.claude.json holds account data too: holdmap must read only its MCP keys.
+            path.write_text(json.dumps({"oauthAccount": {"accessToken": CANARY}, "mcpServers": typed}, indent=2))
+        elif client == "gemini-cli":
+            # Gemini reads `httpUrl` as streamable HTTP (a bare `url` is SSE).
+            shaped = {
+                name: ({"httpUrl": s["url"], "headers": s["headers"]} if "url" in s else s)
+                for name, s in servers.items()
+            }
+            path.write_text(json.dumps({"mcpServers": shaped}, indent=2))
+        elif client == "windsurf":
+            shaped = {
+                name: ({"serverUrl": s["url"], "headers": s["headers"]} if "url" in s else s)
+                for name, s in servers.items()
+            }
+            path.write_text(json.dumps({"mcpServers": shaped}, indent=2))
+        else:
+            path.write_text(json.dumps({"mcpServers": servers}, indent=2))
+        written[client] = path
+    return written
+
+
+def shell_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a person's shell running a holdmap command with HOME `home`: this
+    process's, without anything that would move holdmap's data or config directories away from
+    HOME (the MCP server, started with the SDK's default environment, has only HOME)."""
+    moved = ("HOLDMAP_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "CODEX_HOME")
+    base = {k: v for k, v in os.environ.items() if k not in moved and not k.startswith("HOLDMAP_ACTIVITY_")}
+    return {**base, "HOME": str(home), **extra}
+
+
+def holdmap_cli(home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`holdmap ARGS…` as a person types it, with HOME `home`."""
+    return subprocess.run(
+        [str(holdmap_binary()), *args],
+        env=shell_env(home, **(env or {})),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+class LeftBehindDevServer(DevServer):
+    """A dev server whose launcher has exited (`npm run dev` in a terminal since closed): `sh -c
+    'python3 -m http.server … &'` returns at once, so the server's parent is PID 1 or the
+    nearest subreaper, not the test. Started by the test; stopped by its pid (and start time)."""
+
+    def __init__(self) -> None:
+        self.folder = project_folder("hm-left-")
+        out = self.folder / ".rig-server.out"
+        pid_file = self.folder / ".rig-server.pid"
+        q = shlex.quote
+        subprocess.run(
+            [
+                "/bin/sh", "-c",
+                f"{q(PYTHON)} -u -m http.server 0 --bind 127.0.0.1 >{q(str(out))} 2>/dev/null </dev/null & "
+                f"echo $! >{q(str(pid_file))}.tmp && mv {q(str(pid_file))}.tmp {q(str(pid_file))}",
+            ],
+            cwd=self.folder,
+            check=True,
+            timeout=START_DEADLINE_S,
+        )
+        self.pid = int(pid_file.read_text())
+        self.ticks = start_ticks(self.pid)
+        wait_until(lambda: " port " in out.read_text(), "the left-behind http.server's port", START_DEADLINE_S)
+        self.port = int(out.read_text().split(" port ", 1)[1].split()[0])
+        wait_until(lambda: accepts(self.port), f"the left-behind http.server on {self.port}")
+
+    def parent(self) -> int:
+        return int(Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+    def alive(self) -> bool:
+        return self.ticks is not None and start_ticks(self.pid) == self.ticks
+
+    def wait_exit(self) -> int:
+        wait_until(lambda: not self.alive(), "the left-behind dev server to exit", EXIT_DEADLINE_S)
+        return 0
+
+    def close(self) -> None:
+        kill_if_same(self.pid, self.ticks)
+        if self.alive():
+            wait_until(lambda: not self.alive(), "the left-behind dev server to exit", EXIT_DEADLINE_S)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class ActivityCollector:
+    """`holdmap activity serve --duration 60s`, started by the test with HOME `home`: the
+    endpoint and token it prints, and its pid (stopped by it at the end)."""
+
+    def __init__(self, home: Path, duration: str = "60s") -> None:
+        self.home = home
+        self.proc = subprocess.Popen(
+            [str(holdmap_binary()), "activity", "serve", "--duration", duration],
+            env=shell_env(home),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.printed: list[str] = []
+        self.endpoint: str | None = None
+        self.token: str | None = None
+        # It prints both, then serves: read until both are known (or its output ends).
+        while self.endpoint is None or self.token is None:
+            line = read_first_line(self.proc.stdout, "holdmap activity serve")
+            self.printed.append(line)
+            url = re.search(r"https?://[^\s'\"]+", line)
+            if url and self.endpoint is None:
+                self.endpoint = url.group(0).rstrip("/.,")
+            token = re.search(r"(?:TOKEN|token)\b[=:\s]+['\"]?([A-Za-z0-9_\-.~+/]{16,})", line)
+            if token and self.token is None:
+                self.token = token.group(1)
+        self.pid = self.proc.pid
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What `holdmap mcp --record-activity` and `activity snapshot` need in their environment."""
+        assert self.endpoint and self.token, self.printed
+        return {"HOLDMAP_ACTIVITY_ENDPOINT": self.endpoint, "HOLDMAP_ACTIVITY_TOKEN": self.token}
+
+    def snapshot(self) -> subprocess.CompletedProcess[str]:
+        return holdmap_cli(self.home, "activity", "snapshot", "--json", env=self.env)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=EXIT_DEADLINE_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def __enter__(self) -> "ActivityCollector":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def http_status(url: str, *, method: str = "GET", token: str | None = None, body: bytes | None = None) -> int:
+    """The HTTP status a raw request gets (no client library of holdmap's: urllib), with the
+    token as a bearer credential when given."""
+    request = urllib.request.Request(url, data=body, method=method)
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    if body is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            return answer.status
+    except urllib.error.HTTPError as err:
+        return err.code
+
+
+def assert_canary_nowhere(*blobs: bytes | str, what: str) -> None:
+    """CANARY appears in none of `blobs` (raw bytes as written)."""
+    for blob in blobs:
+        data = blob.encode() if isinstance(blob, str) else blob
+        at = data.find(CANARY.encode())
+        if at >= 0:
+            raise AssertionError(f"{what}: the canary secret is in the output: …{data[max(0, at - 200):at + 60]!r}…")
+
+
+# --- end of the block added by rig ---
