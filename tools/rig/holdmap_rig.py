@@ -399,7 +399,6 @@ def under_a_shell_holding_a_port(report: Path) -> list[str]:
 # file, a dev server left behind by a launcher that exited, and holdmap's activity collector.
 # As above, every process started here is stopped here by its own pid.
 
-import re  # noqa: E402
 import secrets  # noqa: E402
 import shlex  # noqa: E402
 import urllib.error  # noqa: E402
@@ -739,11 +738,14 @@ def shell_env(home: Path, **extra: str) -> dict[str, str]:
     return {**base, "HOME": str(home), **extra}
 
 
-def holdmap_cli(home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """`holdmap ARGS…` as a person types it, with HOME `home`."""
+def holdmap_cli(
+    home: Path, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """`holdmap ARGS…` as a person types it, with HOME `home` (in `cwd`, default HOME)."""
     return subprocess.run(
         [str(holdmap_binary()), *args],
         env=shell_env(home, **(env or {})),
+        cwd=cwd or home,
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -810,16 +812,16 @@ class ActivityCollector:
         self.printed: list[str] = []
         self.endpoint: str | None = None
         self.token: str | None = None
-        # It prints both, then serves: read until both are known (or its output ends).
+        # It prints `HOLDMAP_ACTIVITY_ENDPOINT=…` and `HOLDMAP_ACTIVITY_TOKEN=…` lines (the form a
+        # shell or a client config takes), then serves: read until both are known.
         while self.endpoint is None or self.token is None:
-            line = read_first_line(self.proc.stdout, "holdmap activity serve")
+            line = read_first_line(self.proc.stdout, "holdmap activity serve").strip()
             self.printed.append(line)
-            url = re.search(r"https?://[^\s'\"]+", line)
-            if url and self.endpoint is None:
-                self.endpoint = url.group(0).rstrip("/.,")
-            token = re.search(r"(?:TOKEN|token)\b[=:\s]+['\"]?([A-Za-z0-9_\-.~+/]{16,})", line)
-            if token and self.token is None:
-                self.token = token.group(1)
+            name, _, value = line.partition("=")
+            if name == "HOLDMAP_ACTIVITY_ENDPOINT":
+                self.endpoint = value
+            elif name == "HOLDMAP_ACTIVITY_TOKEN":
+                self.token = value
         self.pid = self.proc.pid
 
     @property

@@ -346,7 +346,8 @@ def test_get_agent_flow_shows_the_fake_agents_spawned_children_and_its_tcp_conne
 def test_holdmap_analyze_mcp_pins_run_by_a_person_is_shown_by_list_analyzers_with_its_last_run_and_its_findings_by_list_insights(
     tmp_path, home
 ):
-    ran = holdmap_cli(home, "analyze", "mcp-pins")
+    # A person types it in a folder with no project config of its own: only the user files count.
+    ran = holdmap_cli(home, "analyze", "mcp-pins", cwd=shared_root(tmp_path))
     assert ran.returncode == 0, (ran.returncode, ran.stdout, ran.stderr)
     assert_canary_nowhere(ran.stdout, ran.stderr, what="holdmap analyze mcp-pins")
     data = home / ".local" / "share" / "holdmap"
@@ -357,8 +358,9 @@ def test_holdmap_analyze_mcp_pins_run_by_a_person_is_shown_by_list_analyzers_wit
     async def scenario(client: Client) -> dict[str, Any]:
         return {
             "analyzers": await call(client, "list_analyzers", {}),
-            "insights": await call(client, "list_insights", {}),
-            "by analyzer": await call(client, "list_insights", {"analyzer": "mcp-pins"}),
+            "insights": await call(client, "list_insights", {"limit": 500}),
+            "by analyzer": await call(client, "list_insights", {"analyzer": "mcp-pins", "limit": 500}),
+            "by agent": await call(client, "list_insights", {"agent": "claude-code"}),
             "other analyzer": await call(client, "list_insights", {"analyzer": "no-such-analyzer"}),
         }
 
@@ -366,32 +368,43 @@ def test_holdmap_analyze_mcp_pins_run_by_a_person_is_shown_by_list_analyzers_wit
     assert_canary_nowhere(server_bytes(tmp_path), what="list_analyzers and list_insights")
     analyzers = {a["name"]: a for a in structured(s["analyzers"], REVISION)["analyzers"]}
     pins = analyzers["mcp-pins"]
-    assert pins["last_run"] is not None, pins
-    assert pins.get("network") in (False, "none", [], None) or not pins["network"], pins  # needs no network
+    assert (pins["built_in"], pins["state"], pins["network"]) == (True, "approved", []), pins
+    run = pins["last_run"]
+    assert run is not None and run["analyzer"] == "mcp-pins", pins
+    assert run["finished_at_ms"] >= run["started_at_ms"] > 0 and run["files_read"] >= len(CLIENT_FILES), run
+    assert run["servers_checked"] >= 4 * len(CLIENT_FILES), run
 
-    insights = structured(s["insights"], REVISION)["insights"]
-    assert {i["analyzer"] for i in insights} == {"mcp-pins"}, insights
-    subjects = " | ".join(f"{i['subject']} {i['title']} {i['detail']}" for i in insights)
+    listed = structured(s["insights"], REVISION)
+    insights = listed["insights"]
+    assert listed["more"] == 0 and {i["analyzer"] for i in insights} == {"mcp-pins"}, listed
+    found = {(i["agent"], i["alias"], i["rule"]) for i in insights}
     for client in CLIENT_FILES:
-        loose = [i for i in insights if alias(client, "loose") in i["subject"]]
-        assert loose, f"no finding for {alias(client, 'loose')}: {subjects}"
-        assert any("unpinned" in f"{i['title']} {i['detail']}".lower() or "not pinned" in f"{i['title']} {i['detail']}".lower() for i in loose), loose
-        files = [i for i in insights if alias(client, "files") in i["subject"]]
-        assert any("routed" in f"{i['title']} {i['detail']}".lower() for i in files), files
-        # Routed through this Holdcall and pinned: nothing to say about it.
-        assert not [i for i in insights if alias(client, "routed") in i["subject"]], subjects
+        assert (client, alias(client, "loose"), "unpinned") in found, (client, sorted(found))
+        assert (client, alias(client, "loose"), "not-routed") in found, (client, sorted(found))
+        assert (client, alias(client, "files"), "not-routed") in found, (client, sorted(found))
+        # Pinned and routed through this Holdcall: nothing to say about it.
+        assert not [f for f in found if f[1] == alias(client, "routed")], (client, sorted(found))
+    for i in insights:
+        assert i["source"] == str(home / CLIENT_FILES[i["agent"]]), i
+        assert i["found_at_ms"] > 0 and i["state"] == "open", i
+    unpinned = [i for i in insights if i["rule"] == "unpinned"]
+    assert {(i["pin"], i["package"]) for i in unpinned} == {("unpinned", LOOSE_PACKAGE)}, unpinned
     assert structured(s["by analyzer"], REVISION)["insights"] == insights
-    assert structured(s["other analyzer"], REVISION)["insights"] == []
+    assert {i["agent"] for i in structured(s["by agent"], REVISION)["insights"]} == {"claude-code"}
+    other = s["other analyzer"]
+    if other.get("isError") is not True:
+        assert structured(other, REVISION)["insights"] == [], other
 
 
 # --- activity recording -----------------------------------------------------------------------
 
 
+# What a record may hold (issue 15: the tool's name, status, timing and byte counts), plus the
+# collector's own sequence number and the recorder's count of records it could not deliver.
 PERMITTED_RECORD_FIELDS = {
-    "tool", "name", "status", "ok", "is_error", "outcome", "started_at_ms", "at_ms", "ended_at_ms",
-    "duration_ms", "elapsed_ms", "latency_ms", "request_bytes", "result_bytes", "response_bytes", "session",
-    "session_id", "seq", "server", "received_at_ms", "kind",
+    "tool", "status", "started_at_ms", "duration_ms", "request_bytes", "result_bytes", "dropped_before", "seq",
 }
+STATUSES = {"ok", "tool_error", "cancelled", "protocol_error"}
 
 
 def recording_session(tmp_path: Path, home: Path, scenario, env: dict[str, str]) -> dict[str, Any]:
@@ -435,15 +448,18 @@ def test_recording_reports_only_the_permitted_fields_never_the_canary_argument_a
             assert out.returncode == 0, (out.returncode, out.stdout, out.stderr)
             assert_canary_nowhere(out.stdout, out.stderr, what="holdmap activity snapshot --json")
             body = json.loads(out.stdout)
-            records = body["records"] if isinstance(body, dict) else body
+            records = body["records"]
             return len(records) >= 3
 
         wait_until(delivered, "the three calls' records at the collector", 15)
         # Only the recording server's calls, in order: the plain server's find_free_port is not there.
-        assert [r.get("tool") or r.get("name") for r in records] == ["list_ports", "stop_agent_ports", "list_agents"], records
+        assert [r["tool"] for r in records] == ["list_ports", "stop_agent_ports", "list_agents"], records
         for record in records:
-            assert set(record) <= PERMITTED_RECORD_FIELDS, sorted(set(record) - PERMITTED_RECORD_FIELDS)
-            assert isinstance(record.get("request_bytes"), int) and isinstance(record.get("result_bytes"), int), record
+            assert set(record) == PERMITTED_RECORD_FIELDS, sorted(set(record) ^ PERMITTED_RECORD_FIELDS)
+            assert record["status"] in STATUSES, record
+            assert all(isinstance(record[k], int) and record[k] >= 0 for k in PERMITTED_RECORD_FIELDS - {"tool", "status"}), record
+            assert record["request_bytes"] > len(CANARY) and record["result_bytes"] > 0, record
+        assert records[0]["status"] == "ok", records
         assert_canary_nowhere(json.dumps(records), what="the collector's records")
 
         # The collector itself: nothing without the right token.
