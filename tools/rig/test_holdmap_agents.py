@@ -141,11 +141,23 @@ def test_list_agents_reports_each_fake_agent_with_its_product_child_tools_inferr
     tmp_path, home, agents
 ):
     async def scenario(client: Client) -> dict[str, Any]:
-        return {name: await call(client, "list_agents", {"agent": a.query()}) for name, a in agents.items()}
+        out: dict[str, Any] = {}
+        for name, a in agents.items():
+            out[name] = await call(client, "list_agents", {"agent": a.query()})
+            # The other filters, each narrowed to the test's own agent: an owned pid (its MCP
+            # server's), its project folder, a child tool's package.
+            out[f"{name} by pid"] = await call(client, "list_agents", {"pid": a.mcp})
+            out[f"{name} by folder"] = await call(client, "list_agents", {"folder": str(a.project)})
+            out[f"{name} by tool"] = await call(client, "list_agents", {"agent": a.query(), "tool": FS_PACKAGE})
+            out[f"{name} other tool"] = await call(client, "list_agents", {"agent": a.query(), "tool": "no-such-tool"})
+        return out
 
     s = session(tmp_path, home, scenario)
     for name, agent in agents.items():
         report = the_agent(s[name], agent)
+        for how in ("by pid", "by folder", "by tool"):
+            assert the_agent(s[f"{name} {how}"], agent)["id"] == report["id"], (name, how)
+        assert structured(s[f"{name} other tool"], REVISION)["agents"] == [], (name, s[f"{name} other tool"])
         want = AGENT_PRODUCTS[name]
         assert report["id"] == f"agent:{agent.pid}", report["id"]
         assert report["product"] == want["product"], (name, report["product"])
