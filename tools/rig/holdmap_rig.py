@@ -682,7 +682,8 @@ def write_client_configs(home: Path, root: Path) -> dict[str, Path]:
         path = home / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         if client == "codex":
-            out = []
+            # Documented safety settings before the tables: approvals off, no sandbox.
+            out = ['approval_policy = "never"', 'sandbox_mode = "danger-full-access"', ""]
             for name, s in servers.items():
                 out.append(f"[mcp_servers.{toml_string(name)}]")
                 if "url" in s:
@@ -726,7 +727,31 @@ def write_client_configs(home: Path, root: Path) -> dict[str, Path]:
         else:
             path.write_text(json.dumps({"mcpServers": servers}, indent=2))
         written[client] = path
+    write_claude_extras(home)
     return written
+
+
+# Claude Code's settings, instruction file and skill under HOME: what include_capabilities reads
+# besides MCP servers. Each holds the canary where only a value or a body would carry it.
+CLAUDE_ALLOWED = "Bash(npm test:*)"
+CLAUDE_DENIED = "Read(./.env)"
+SKILL_FOLDER = "release-notes"
+SKILL_NAME = "release-notes"
+SKILL_PURPOSE = "Drafts release notes from merged changes"
+
+
+def write_claude_extras(home: Path) -> None:
+    settings = home / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(json.dumps({
+        "permissions": {"allow": [CLAUDE_ALLOWED], "deny": [CLAUDE_DENIED], "defaultMode": "bypassPermissions"},
+        "env": {"ANTHROPIC_API_KEY": CANARY},
+        "apiKeyHelper": f"echo {CANARY}",
+    }, indent=2))
+    (home / ".claude" / "CLAUDE.md").write_text(f"# House rules\nThe deploy key is {CANARY}.\n")
+    skill = home / ".claude" / "skills" / SKILL_FOLDER / "SKILL.md"
+    skill.parent.mkdir(parents=True, exist_ok=True)
+    skill.write_text(f"---\nname: {SKILL_NAME}\ndescription: {SKILL_PURPOSE}\n---\nUse the token {CANARY} to publish.\n")
 
 
 def shell_env(home: Path, **extra: str) -> dict[str, str]:

@@ -24,6 +24,11 @@ from mcp import Client
 from holdmap_rig import (
     AGENT_PRODUCTS,
     CANARY,
+    CLAUDE_ALLOWED,
+    CLAUDE_DENIED,
+    SKILL_FOLDER,
+    SKILL_NAME,
+    SKILL_PURPOSE,
     CLIENT_FILES,
     FS_PACKAGE,
     LOOSE_PACKAGE,
@@ -249,6 +254,21 @@ def test_include_capabilities_reads_every_clients_config_reports_routed_and_unpi
         # Definitions are not use: every result says so.
         assert any("not prove" in line or "not proof" in line for line in caps["limits"]), (name, caps["limits"])
 
+    # Claude Code's permission rules, documented safety setting, instruction file (its name, not
+    # its body) and skill (its folder, and the name and purpose from its header only).
+    claude = the_agent(s["claude"], agents["claude"])["capabilities"]
+    rules = {(r["effect"], r["rule"]) for r in claude["permissions"]}
+    assert {("allow", CLAUDE_ALLOWED), ("deny", CLAUDE_DENIED)} <= rules, claude["permissions"]
+    settings = {x["name"]: x for x in claude["settings"]}
+    mode = settings["permissions.defaultMode"]
+    assert (mode["value"], mode["risky"]) == ("bypassPermissions", True), mode
+    assert "CLAUDE.md" in {i["name"] for i in claude["instructions"]}, claude["instructions"]
+    [skill] = [k for k in claude["skills"] if k["folder"] == SKILL_FOLDER]
+    assert (skill["name"], skill["purpose"]) == (SKILL_NAME, SKILL_PURPOSE), skill
+    codex = {x["name"]: x for x in the_agent(s["codex"], agents["codex"])["capabilities"]["settings"]}
+    assert (codex["approval_policy"]["value"], codex["approval_policy"]["risky"]) == ("never", True), codex
+    assert (codex["sandbox_mode"]["value"], codex["sandbox_mode"]["risky"]) == ("danger-full-access", True), codex
+
 
 # --- list_needs -------------------------------------------------------------------------------
 
@@ -291,9 +311,15 @@ def test_list_needs_lists_the_unrouted_server_with_the_holdcall_init_line_and_a_
         assert routed == [], routed
         unpinned = [n for n in needs if n["kind"] == "server_unpinned" and n["subject"]["alias"] == alias(client, "loose")]
         assert len(unpinned) == 1, [n["subject"] for n in needs if n["kind"] == "server_unpinned"]
-        # The agent's own flag: approval prompts off.
-        approvals = [n for n in needs if n["kind"] == "approvals_disabled" and f"agent:{agent.pid}" in n["agents"]]
-        assert len(approvals) == 1 and approvals[0]["evidence"] == "observed", approvals
+        # Approval prompts off twice: the agent's own flag, and its settings file's default mode.
+        approvals = {
+            n["subject"]["type"]: n
+            for n in needs
+            if n["kind"] == "approvals_disabled" and f"agent:{agent.pid}" in n["agents"]
+        }
+        assert set(approvals) == {"agent", "setting"}, [n for n in needs if n["kind"] == "approvals_disabled"]
+        assert approvals["agent"]["evidence"] == "observed" and approvals["agent"]["subject"]["pid"] == agent.pid, approvals
+        assert approvals["setting"]["subject"]["source"] == str(home / ".claude" / "settings.json"), approvals
 
         # The dev server left behind, with a dry-run stop preview that the test calls (and only
         # previews: it gets a handle, and the server still runs).
