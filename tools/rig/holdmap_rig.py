@@ -502,13 +502,16 @@ class AgentProcess(FakeAgent):
     `sh`: `claude`, `codex`, `gemini`, `cursor` …) started with `flags` on its command line, in a
     project folder, whose children are the MCP server its config names (`npx -y
     @modelcontextprotocol/server-filesystem@VERSION ROOT`, a real one: see NPX_SCRIPT), a dev
-    server (`python3 -m http.server` in the project) and, with `connect_to`, a process holding a
-    TCP connection to that port. As FakeAgent (whose stop and liveness checks it keeps): the
+    server (`python3 -m http.server` in the project, bound to `bind`) and, with `connect_to`, a
+    process holding a TCP connection to that port. As FakeAgent (whose stop and liveness checks it keeps): the
     agent's stdin is a pipe; its MCP server and connector read it and exit when it closes; the
     dev server is stopped by its pid."""
 
-    def __init__(self, program: str, flags: list[str], root: Path, connect_to: int | None = None) -> None:
+    def __init__(
+        self, program: str, flags: list[str], root: Path, connect_to: int | None = None, bind: str = "127.0.0.1"
+    ) -> None:
         self.program = program
+        self.bind = bind
         self.started: dict[int, int | None] = {}
         self.home = Path(tempfile.mkdtemp(prefix=f"hm-{program}-"))  # bin/ and reports
         self.project = project_folder(f"hm-{program}-project-")
@@ -527,7 +530,7 @@ class AgentProcess(FakeAgent):
         line = [
             "exec 3<&0",
             f"npx -y {FS_PACKAGE}@{FS_VERSION} {q(str(root))} <&3 3<&- &",
-            f"{q(PYTHON)} -u -m http.server 0 --bind 127.0.0.1 >{q(str(report))}.out 2>/dev/null </dev/null 3<&- &",
+            f"{q(PYTHON)} -u -m http.server 0 --bind {q(bind)} >{q(str(report))}.out 2>/dev/null </dev/null 3<&- &",
             f"echo $! >{q(str(report))}.pid.tmp && mv {q(str(report))}.pid.tmp {q(str(report))}.pid",
         ]
         self.connected = self.home / "connected"

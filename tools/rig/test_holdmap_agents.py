@@ -57,6 +57,8 @@ from test_holdmap import call, check_wire, handle_of, holdmap_session
 REVISION = "2025-11-25"
 NEW_TOOLS = {"list_agents", "get_agent_flow", "list_needs", "list_analyzers", "list_insights"}
 EVIDENCE = {"observed", "inferred", "unknown"}
+# The one fake agent whose dev server listens on every interface (the others: loopback only).
+BIND = {"cursor": "0.0.0.0"}
 
 
 @pytest.fixture
@@ -82,7 +84,9 @@ def agents(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[dict[str,
     running: dict[str, AgentProcess] = {}
     try:
         for program in request.param:
-            running[program] = AgentProcess(program, AGENT_PRODUCTS[program]["flags"], shared_root(tmp_path))
+            running[program] = AgentProcess(
+                program, AGENT_PRODUCTS[program]["flags"], shared_root(tmp_path), bind=BIND.get(program, "127.0.0.1")
+            )
         yield running
     finally:
         for agent in running.values():
@@ -179,8 +183,9 @@ def test_list_agents_reports_each_fake_agent_with_its_product_child_tools_inferr
         assert (dev["kind"], dev["evidence"]) == ("dev_server", "observed"), dev
 
         ports = [p for p in report["ports"] if p["port"] == agent.port]
+        exposed = agent.bind != "127.0.0.1"
         assert [(p["pid"], p["role"], p["exposed"], p["address"]) for p in ports] == [
-            (agent.server_pid, "dev_server", False, "127.0.0.1")
+            (agent.server_pid, "dev_server", exposed, agent.bind)
         ], report["ports"]
         folders = {f["path"]: f for f in report["folders"]}
         assert folders[str(agent.project)]["project"] == str(agent.project), report["folders"]
@@ -190,7 +195,12 @@ def test_list_agents_reports_each_fake_agent_with_its_product_child_tools_inferr
         assert set(access) >= {"user", "sandbox", "approvals", "network"}, report["access"]
         root = os.geteuid() == 0
         assert (access["user"]["level"], access["user"]["evidence"]) == ("elevated" if root else "normal", "observed"), access
-        assert (access["network"]["level"]) == "normal", access["network"]  # loopback listeners only
+        network = access["network"]
+        if exposed:  # its dev server listens beyond loopback
+            assert (network["level"], network["evidence"]) == ("elevated", "observed"), network
+            assert str(agent.port) in network["detail"], network
+        else:
+            assert network["level"] == "normal", network
         approvals = access["approvals"]
         if want["flags"]:
             assert (approvals["level"], approvals["evidence"]) == ("elevated", "observed"), (name, approvals)
