@@ -472,6 +472,21 @@ const _: () = assert!(HOLDMAP_PROBE_TEXT_CHARS_MAX < HOLDMAP_PROBE_BYTES_MAX);
 // holdmap part 2 (issue 15). Each block is one area's; add to yours only.
 
 // --- added by agents (detection, list_agents) ---
+/// Agents one `list_agents` answer lists (the rest are counted in `more_agents`).
+pub const HOLDMAP_AGENTS_MAX: usize = 64;
+/// Per agent: owned pids listed in `process_ids` (the rest counted in `more_processes`).
+pub const HOLDMAP_AGENT_PROCESSES_MAX: usize = 40;
+/// Per agent: child tools listed (`more_tools`).
+pub const HOLDMAP_AGENT_TOOLS_MAX: usize = 24;
+/// Per agent: folders listed (`more_folders`).
+pub const HOLDMAP_AGENT_FOLDERS_MAX: usize = 12;
+/// Per agent: listening ports listed (`more_ports`).
+pub const HOLDMAP_AGENT_PORTS_MAX: usize = 32;
+/// Per agent: established TCP links listed (`more_links`).
+pub const HOLDMAP_AGENT_LINKS_MAX: usize = 16;
+/// Longest name, package or filter word a child tool is recognised or matched by.
+pub const HOLDMAP_TOOL_NAME_CHARS_MAX: usize = 96;
+const _: () = assert!(HOLDMAP_AGENT_TOOLS_MAX <= HOLDMAP_AGENT_PROCESSES_MAX);
 
 // --- added by capabilities (include_capabilities) ---
 
