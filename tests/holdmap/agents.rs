@@ -221,3 +221,19 @@ fn an_unknown_product_name_is_refused_with_the_known_ones() {
     let text = answer["result"]["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("claude-code"), "{text}");
 }
+
+#[test]
+fn include_capabilities_fills_capabilities_for_an_agent_of_holdmaps_own_account() {
+    let agent = FakeAgent::named("gemini").run("cat; true");
+    agent.wait_for_descendants(1);
+    let mut h = session();
+    let answer = h.call(
+        1,
+        "list_agents",
+        json!({"pid": agent.pid(), "include_capabilities": true}),
+    );
+    let out = structured(&answer);
+    let a = agent_with_pid(&out, agent.pid()).expect("the agent is listed");
+    assert_eq!(a["product"], "gemini");
+    assert!(a["capabilities"].is_object(), "{a}");
+}

@@ -599,3 +599,57 @@ fn cpu_ticks_become_seconds() {
     assert!(report::seconds(0).abs() < f64::EPSILON);
     assert!(report::seconds(1_000_000) > 0.0);
 }
+
+#[test]
+fn holdmap_mcp_run_by_an_agent_is_one_of_its_mcp_servers_and_secrets_in_commands_are_masked() {
+    let mut snap = machine();
+    add(
+        &mut snap,
+        proc(
+            2000,
+            1,
+            "/usr/local/bin/claude",
+            &["claude", "--api-key", "sk-canary-1234567890"],
+        ),
+    );
+    snap.procs.get_mut(&800).unwrap().ppid = 2000;
+    let out = call(&snap, json!({}));
+    let text = out.to_string();
+    assert!(!text.contains("sk-canary-1234567890"), "{text}");
+    let a = &out["agents"][0];
+    let me = a["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["pid"] == 900)
+        .unwrap();
+    assert_eq!(
+        (me["kind"].as_str(), me["package"].as_str()),
+        (Some("mcp_server"), Some("holdmap"))
+    );
+}
+
+#[test]
+fn links_between_an_agents_own_processes_are_left_out() {
+    let mut snap = machine();
+    add(
+        &mut snap,
+        proc(2000, 1, "/usr/local/bin/claude", &["claude"]),
+    );
+    add(
+        &mut snap,
+        proc(2010, 2000, "/usr/bin/python3", &["python3", "app.py"]),
+    );
+    listen(&mut snap, "127.0.0.1:8000", 2010);
+    socket(
+        &mut snap,
+        Protocol::Tcp,
+        "127.0.0.1:40000",
+        "127.0.0.1:8000",
+        SocketState::Established,
+        2000,
+    );
+    let r = &list::reports(&snap, false)[0];
+    assert!(r.links.is_empty(), "{:?}", r.links);
+    assert_eq!(r.ports[0].role.label(), "service");
+}
