@@ -478,7 +478,8 @@ fn summary(snap: &Snapshot, flow: &Flow, ask: &Ask) -> String {
             c.unreadable.len() + c.unreadable_left_out
         );
     }
-    if snap.hidden_sockets > 0 {
+    // The collection usually words its own warning about hidden sockets; one line either way.
+    if snap.hidden_sockets > 0 && !snap.warnings.iter().any(|w| w.contains("hidden_sockets")) {
         let _ = write!(
             out,
             "\n{} socket(s) belong to processes holdmap cannot see; connections to them may be missing.",

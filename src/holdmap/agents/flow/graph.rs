@@ -437,10 +437,8 @@ fn processes(
     );
     let mut add_process = |b: &mut Builder, pid: i32, role: Role| -> Option<i32> {
         let p = snap.proc(pid)?;
-        if p.argv.is_empty() || p.cwd.is_none() {
-            if role != Role::Ancestor {
-                unreadable.insert(pid);
-            }
+        if (p.argv.is_empty() || p.cwd.is_none()) && role != Role::Ancestor {
+            unreadable.insert(pid);
         }
         b.node(
             process_id(pid),
