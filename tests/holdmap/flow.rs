@@ -1,5 +1,6 @@
 //! `get_agent_flow` through the real `holdmap mcp`: a fake agent (a copy of `sh` named
-//! `claude`, `fake_agent`) whose tool child, a `python3 -c` line, connects over TCP to a
+//! `crush`, `fake_agent`: a product unlikely to be the agent these tests run under, which would
+//! fold a same-product fake into itself as a helper) whose tool child, a `python3 -c` line, connects over TCP to a
 //! listener this test bound itself and then blocks reading stdin as a stdio tool does. The
 //! agent is addressed only by `pid:N`; every process is stopped by pid when the agent drops.
 
@@ -13,7 +14,7 @@ use crate::holdmap::fake_agent::FakeAgent;
 
 const VERSION: &str = "2025-11-25";
 
-/// A fake `claude` whose child connects to `at` and then waits for stdin to close; and the
+/// A fake `crush` whose child connects to `at` and then waits for stdin to close; and the
 /// accepted end of that connection (so both sockets are in the machine's tables).
 fn agent_connected_to(listener: &TcpListener) -> (FakeAgent, TcpStream) {
     let at = listener.local_addr().unwrap();
@@ -21,7 +22,7 @@ fn agent_connected_to(listener: &TcpListener) -> (FakeAgent, TcpStream) {
         "python3 -c 'import socket, sys; s = socket.create_connection((\"127.0.0.1\", {})); sys.stdin.read()'; true",
         at.port()
     );
-    let agent = FakeAgent::named("claude").run(&line);
+    let agent = FakeAgent::named("crush").run(&line);
     listener.set_nonblocking(true).unwrap();
     let mut accepted = None;
     eventually("the agent's tool to connect", || {
@@ -115,11 +116,9 @@ fn an_agent_tool_connected_to_a_local_listener_shows_a_local_service_and_connect
 fn a_pid_no_agent_owns_gives_an_empty_flow_and_says_to_call_list_agents() {
     let mut h = Holdmap::start();
     h.initialize(VERSION);
-    let answer = h.call(
-        1,
-        "get_agent_flow",
-        json!({"agent": format!("pid:{}", std::process::id())}),
-    );
+    // Above any kernel's pid_max: no process, so no agent, has it (the test's own pid would
+    // belong to the agent the tests may run under).
+    let answer = h.call(1, "get_agent_flow", json!({"agent": "pid:2147483647"}));
     let result = &answer["result"];
     assert_eq!(result["isError"], json!(false), "{answer}");
     assert_eq!(result["structuredContent"]["nodes"], json!([]));

@@ -56,7 +56,7 @@ fn def() -> ToolDef {
                 "agent": {
                     "type": "string",
                     "maxLength": 256,
-                    "description": "Only this agent: a product id or name (`claude-code`, `Codex`), or `pid:1234` of any process it owns."
+                    "description": "Only this agent: a product id, name or executable name (`claude-code`, `Claude Code`, `codex`), case-insensitive, or `pid:1234` of any process it owns."
                 },
                 "include_remote": {
                     "type": "boolean",
@@ -153,11 +153,13 @@ fn node_json(n: &Node) -> Value {
         Kind::Agent {
             pid,
             product,
+            name,
             processes,
             parent,
         } => json!({
             "pid": pid,
             "product": product,
+            "name": name,
             "processes": processes,
             "parent": opt(parent.map(graph::agent_id)),
         }),
@@ -278,7 +280,8 @@ fn output_schema() -> Value {
     let count = json!({"type": "integer", "minimum": 0});
     let nodes = json!({"anyOf": [
         node_schema("agent", "A running agent (one per agent found).", json!({
-            "pid": pid, "product": {"type": "string"}, "processes": count,
+            "pid": pid, "product": {"type": "string", "description": "The product's id (`claude-code`)."},
+            "name": {"type": "string", "description": "The product's name (`Claude Code`)."}, "processes": count,
             "parent": {"type": ["string", "null"], "description": "The agent it runs inside, when nested."},
         })),
         node_schema("process", "A process: an agent's own, a helper or tool it owns, or an ancestor above it.", json!({
@@ -365,7 +368,7 @@ fn output_schema() -> Value {
 /// How a node reads in the summary: `postgres pid 300 at 127.0.0.1:5432 (postgres)`.
 fn node_words(n: &Node) -> String {
     match &n.kind {
-        Kind::Agent { product, pid, .. } => format!("{product} (pid {pid})"),
+        Kind::Agent { name, pid, .. } => format!("{name} (pid {pid})"),
         Kind::Process { name, pid, .. } => format!("{} pid {pid}", clean(name)),
         Kind::Listener {
             protocol,

@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 
+use crate::holdmap::agents::catalog;
 use crate::holdmap::agents::detect::Found;
 use crate::holdmap::agents::model::Evidence;
 use crate::holdmap::listeners::Exposure;
@@ -27,8 +28,8 @@ pub(crate) enum Select {
     All,
     /// The agent that owns this pid (any of its processes).
     Pid(i32),
-    /// A product, by id (`claude-code`) or by name with case, spaces and dashes ignored
-    /// (`Claude Code`).
+    /// A product, as `list_agents` reads one (`catalog::named`): its id, its name or an
+    /// executable name, case-insensitive (`claude-code`, `Claude Code`, `claude`).
     Product(String),
 }
 
@@ -47,24 +48,19 @@ impl Select {
                 ),
             };
         }
-        Ok(Select::Product(squash(q)))
+        Ok(Select::Product(q.to_owned()))
     }
 
     fn keeps(&self, f: &Found) -> bool {
         match self {
             Select::All => true,
             Select::Pid(pid) => f.members.contains(pid) || f.pid == *pid,
-            Select::Product(p) => squash(f.product) == *p,
+            Select::Product(q) => catalog::by_id(f.product).map_or_else(
+                || f.product.eq_ignore_ascii_case(q.trim()),
+                |p| catalog::named(p, q),
+            ),
         }
     }
-}
-
-/// Lower case, letters and digits only: `Claude Code` and `claude-code` read alike.
-fn squash(s: &str) -> String {
-    s.chars()
-        .filter(char::is_ascii_alphanumeric)
-        .map(|c| c.to_ascii_lowercase())
-        .collect()
 }
 
 /// What one call asks for.
@@ -101,6 +97,8 @@ pub(crate) enum Kind {
     Agent {
         pid: i32,
         product: &'static str,
+        /// The product's name (`Claude Code`), from the product table.
+        name: &'static str,
         processes: usize,
         parent: Option<i32>,
     },
@@ -431,6 +429,7 @@ fn processes(
         Kind::Agent {
             pid: f.pid,
             product: f.product,
+            name: catalog::by_id(f.product).map_or(f.product, |p| p.name),
             processes: f.members.len(),
             parent: f.parent,
         },

@@ -196,6 +196,7 @@ fn ancestry_shows_spawned_from_each_parent_and_owns_for_each_member() {
     assert_eq!(node(&v, "process:800")["role"], "ancestor");
     assert_eq!(node(&v, "process:800")["agent"], Value::Null);
     assert_eq!(node(&v, "agent:1000")["processes"], 4);
+    assert_eq!(node(&v, "agent:1000")["name"], "Claude Code");
 }
 
 #[test]
@@ -377,7 +378,7 @@ fn filtering_by_the_pid_of_a_member_shows_only_its_agent() {
 #[test]
 fn filtering_by_product_reads_its_id_or_its_name_alike() {
     let (s, found) = two_agents();
-    for q in ["claude-code", "Claude Code"] {
+    for q in ["claude-code", "Claude Code", "CLAUDE"] {
         let select = Select::parse(Some(q)).unwrap();
         let (v, _) = flow_of(&s, &found, &ask(select));
         assert_eq!(v["agents"], json!(["agent:1000"]), "{q}");
