@@ -491,6 +491,27 @@ const _: () = assert!(HOLDMAP_AGENT_TOOLS_MAX <= HOLDMAP_AGENT_PROCESSES_MAX);
 // --- added by capabilities (include_capabilities) ---
 
 // --- added by flow (get_agent_flow) ---
+/// Most nodes one `get_agent_flow` result holds when the caller does not say (`max_nodes`), and
+/// the most it may ask for: past it the rest are counted in `limits.more`, never dropped
+/// silently. With the relationships cap it keeps a result (shown twice: structured and as
+/// text) well inside `HOLDMAP_FRAME_BYTES_MAX`.
+pub const HOLDMAP_FLOW_NODES_DEFAULT: usize = 200;
+pub const HOLDMAP_FLOW_NODES_MAX: usize = 300;
+/// Most relationships one `get_agent_flow` result holds; the rest are counted.
+pub const HOLDMAP_FLOW_RELATIONSHIPS_MAX: usize = 600;
+/// How many ancestors of an agent's own process the flow follows up (its launcher, shell,
+/// terminal …): a torn or very deep table cannot grow the result.
+pub const HOLDMAP_FLOW_ANCESTORS_MAX: usize = 16;
+/// Longest redacted command line a flow's process node shows (characters, then `…`).
+pub const HOLDMAP_FLOW_COMMAND_CHARS_MAX: usize = 200;
+/// Most unreadable processes a flow's limits name by pid; the rest are counted.
+pub const HOLDMAP_FLOW_UNREADABLE_LISTED_MAX: usize = 32;
+const _: () = assert!(HOLDMAP_FLOW_NODES_DEFAULT <= HOLDMAP_FLOW_NODES_MAX);
+// A node is at most about 600 bytes with its command; a relationship about 400 with its facts.
+const _: () = assert!(
+    2 * (HOLDMAP_FLOW_NODES_MAX * 600 + HOLDMAP_FLOW_RELATIONSHIPS_MAX * 400)
+        < HOLDMAP_FRAME_BYTES_MAX
+);
 
 // --- added by needs (list_needs) ---
 
