@@ -69,7 +69,9 @@ pub(crate) fn run_stdio(record_activity: bool) -> i32 {
 }
 
 /// Serves one session on `input`/`output` with `tools` until `input` ends (0), or until
-/// `output` is closed (0: there is nobody left to answer) or `input` fails (1).
+/// `output` is closed (0: there is nobody left to answer) or `input` fails (1). Without
+/// recording: the tests' way in.
+#[cfg(test)]
 pub(crate) async fn serve<R, W>(
     input: R,
     output: W,

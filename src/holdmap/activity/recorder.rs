@@ -149,6 +149,18 @@ impl Recorder {
         }
     }
 
+    /// A recorder whose queue the test reads itself (no delivery task).
+    #[cfg(test)]
+    pub(crate) fn detached() -> (Recorder, mpsc::Receiver<Record>) {
+        let (queue, records) = mpsc::channel(HOLDMAP_ACTIVITY_QUEUE_MAX);
+        let recorder = Recorder {
+            queue,
+            dropped: Arc::new(AtomicU64::new(0)),
+            task: None,
+        };
+        (recorder, records)
+    }
+
     /// Queues `record` for delivery without waiting; a full queue drops it and counts it.
     pub(crate) fn note(&self, record: Record) {
         if self.queue.try_send(record).is_err() {
@@ -196,12 +208,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_full_queue_drops_new_records_and_counts_them_without_waiting() {
-        let (queue, mut records) = mpsc::channel(HOLDMAP_ACTIVITY_QUEUE_MAX);
-        let recorder = Recorder {
-            queue,
-            dropped: Arc::new(AtomicU64::new(0)),
-            task: None,
-        };
+        let (recorder, mut records) = Recorder::detached();
         for _ in 0..HOLDMAP_ACTIVITY_QUEUE_MAX + 3 {
             recorder.note(record());
         }
