@@ -101,7 +101,7 @@ async fn serve(duration: Duration) -> i32 {
     let minutes = duration.as_secs().div_ceil(60);
     println!(
         "Collecting holdmap tool-call metadata at {url} for {} (keep the token private):",
-        if duration.as_secs() % 60 == 0 {
+        if duration.as_secs().is_multiple_of(60) {
             format!("{minutes} min")
         } else {
             format!("{} s", duration.as_secs())

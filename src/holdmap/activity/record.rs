@@ -77,7 +77,7 @@ pub(crate) struct Record {
 }
 
 impl Record {
-    pub(crate) fn to_json(&self) -> Value {
+    pub(crate) fn to_json(self) -> Value {
         json!({
             "tool": self.tool,
             "status": self.status.as_str(),
