@@ -518,3 +518,41 @@ const _: () = assert!(
 // --- added by analyzers (catalog, store, list_analyzers, list_insights) ---
 
 // --- added by activity (collector, recorder) ---
+/// Most records `holdmap activity serve` keeps in memory; past it the oldest are dropped and
+/// counted (`dropped_oldest`), so a long recording cannot grow without bound.
+pub const HOLDMAP_ACTIVITY_RECORDS_MAX: usize = 4096;
+/// Most records `holdmap mcp --record-activity` holds for delivery; past it new ones are dropped
+/// and counted (`dropped_before`), never waited for: a slow collector never slows a tool.
+pub const HOLDMAP_ACTIVITY_QUEUE_MAX: usize = 256;
+/// Longest request head (request line and headers, bytes) the collector reads.
+pub const HOLDMAP_ACTIVITY_HEAD_BYTES_MAX: usize = 8 * 1024;
+/// Most header lines in one request to the collector.
+pub const HOLDMAP_ACTIVITY_HEADERS_MAX: usize = 32;
+/// Largest request body (bytes) the collector accepts: one record is about 200 bytes.
+pub const HOLDMAP_ACTIVITY_BODY_BYTES_MAX: usize = 1024;
+/// Longest request target (path, bytes) the collector or an endpoint may name.
+pub const HOLDMAP_ACTIVITY_PATH_BYTES_MAX: usize = 256;
+/// Most connections the collector serves at once; more are closed unanswered.
+pub const HOLDMAP_ACTIVITY_CONNECTIONS_MAX: usize = 32;
+/// How long one exchange with the collector may take, on either side (connect, request,
+/// answer): loopback answers in well under a millisecond, so this only bounds a stuck peer.
+pub const HOLDMAP_ACTIVITY_EXCHANGE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one record's delivery may take before it is dropped and counted.
+pub const HOLDMAP_ACTIVITY_SEND_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long `holdmap mcp` waits, once its input has closed, for queued records to be delivered.
+pub const HOLDMAP_ACTIVITY_FLUSH_WAIT: Duration = Duration::from_millis(300);
+/// Most bytes of a snapshot `holdmap activity snapshot` reads.
+pub const HOLDMAP_ACTIVITY_SNAPSHOT_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// The most bytes one stored record takes in a snapshot (its keys, a tool name and seven numbers
+/// of at most 16 digits each), for the assertion below.
+pub const HOLDMAP_ACTIVITY_RECORD_JSON_BYTES_MAX: usize = 512;
+
+const _: () = assert!(
+    HOLDMAP_ACTIVITY_RECORDS_MAX * HOLDMAP_ACTIVITY_RECORD_JSON_BYTES_MAX
+        < HOLDMAP_ACTIVITY_SNAPSHOT_BYTES_MAX
+);
+const _: () = assert!(HOLDMAP_ACTIVITY_RECORD_JSON_BYTES_MAX <= HOLDMAP_ACTIVITY_BODY_BYTES_MAX);
+const _: () = assert!(HOLDMAP_ACTIVITY_PATH_BYTES_MAX < HOLDMAP_ACTIVITY_HEAD_BYTES_MAX);
+const _: () = assert!(
+    HOLDMAP_ACTIVITY_SEND_TIMEOUT.as_millis() < HOLDMAP_ACTIVITY_EXCHANGE_TIMEOUT.as_millis()
+);
