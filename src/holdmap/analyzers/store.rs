@@ -99,10 +99,12 @@ pub(crate) fn write(data_dir: &Path, run: &Run, findings: &[Insight]) -> Result<
     let target = dir.join(format!("{}.json", run.analyzer));
     let temp = dir.join(format!(".{}.json.{}.tmp", run.analyzer, std::process::id()));
     let written = (|| {
+        // A leftover of a run that died (same pid, reused) is removed, and the temp file is
+        // created new: never opened through a link someone left in its place.
+        let _ = std::fs::remove_file(&temp);
         let mut f = std::fs::OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .mode(0o600)
             .open(&temp)?;
         f.write_all(&bytes)?;

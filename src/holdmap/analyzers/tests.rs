@@ -508,3 +508,35 @@ fn list_analyzers_shows_the_built_in_analyzers_last_run() {
     assert_eq!(run["holdmap_version"], json!(env!("CARGO_PKG_VERSION")));
     assert_eq!(run["catalog_version"], Value::Null);
 }
+
+#[test]
+fn the_published_catalog_schema_names_exactly_the_fields_the_reader_accepts() {
+    let schema: Value = serde_json::from_str(include_str!(
+        "../../../schema/holdmap-analyzers.schema.json"
+    ))
+    .unwrap();
+    let keys = |v: &Value| {
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    assert_eq!(
+        keys(&schema["properties"]),
+        ["$schema", "analyzers", "catalog_version", "format"]
+    );
+    let item = &schema["properties"]["analyzers"]["items"];
+    assert_eq!(
+        keys(&item["properties"]),
+        [
+            "command", "name", "network", "purpose", "sandbox", "source", "state", "title"
+        ]
+    );
+    assert_eq!(item["additionalProperties"], json!(false));
+    // Every field the schema lists is one the reader takes: an entry with all of them parses.
+    let full = catalog_text(&[entry("osv", "approved")]);
+    assert_eq!(catalog::parse(&full, "f").unwrap().analyzers.len(), 1);
+    assert_eq!(
+        schema["properties"]["format"]["const"],
+        json!(catalog::FORMAT)
+    );
+}
