@@ -516,6 +516,30 @@ const _: () = assert!(
 // --- added by needs (list_needs) ---
 
 // --- added by analyzers (catalog, store, list_analyzers, list_insights) ---
+/// Largest analyzer catalog file holdmap reads (`<data dir>/analyzers.json`): a hand-written
+/// list of a few analyzers is a few KiB; anything near this is not one.
+pub const HOLDMAP_ANALYZER_CATALOG_BYTES_MAX: u64 = 256 * 1024;
+
+/// Most analyzers a catalog may list (the built-in one not counted): also bounds how many store
+/// files `list_insights` opens.
+pub const HOLDMAP_ANALYZERS_MAX: usize = 64;
+
+/// Longest text field of a catalog entry (title, purpose, source, sandbox), in characters.
+pub const HOLDMAP_ANALYZER_TEXT_CHARS_MAX: usize = 1000;
+
+/// Largest store file of one analyzer's findings (`<data dir>/insights/NAME.json`).
+pub const HOLDMAP_INSIGHTS_FILE_BYTES_MAX: u64 = 4 * 1024 * 1024;
+
+/// Most findings one run stores; past it the run says how many it left out.
+pub const HOLDMAP_INSIGHTS_PER_RUN_MAX: usize = 2000;
+
+/// How many findings `list_insights` returns by default, and at most in one call (the rest are
+/// counted in `more`).
+pub const HOLDMAP_INSIGHTS_LIST_DEFAULT: usize = 50;
+pub const HOLDMAP_INSIGHTS_LIST_MAX: usize = 500;
+
+const _: () = assert!(HOLDMAP_INSIGHTS_LIST_DEFAULT <= HOLDMAP_INSIGHTS_LIST_MAX);
+const _: () = assert!(HOLDMAP_ANALYZER_CATALOG_BYTES_MAX < HOLDMAP_INSIGHTS_FILE_BYTES_MAX);
 
 // --- added by activity (collector, recorder) ---
 /// Most records `holdmap activity serve` keeps in memory; past it the oldest are dropped and
