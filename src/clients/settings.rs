@@ -124,7 +124,12 @@ pub(crate) fn files(places: &Places, client: ClientId) -> Vec<SettingsSpec> {
                 strict,
                 Kind::Claude,
             ),
-            f("user", h.join(".claude/settings.json"), strict, Kind::Claude),
+            f(
+                "user",
+                h.join(".claude/settings.json"),
+                strict,
+                Kind::Claude,
+            ),
             f(
                 "project",
                 p.join(".claude/settings.json"),
@@ -171,7 +176,12 @@ pub(crate) fn files(places: &Places, client: ClientId) -> Vec<SettingsSpec> {
                 strict,
                 Kind::CursorCli,
             ),
-            f("project", p.join(".cursor/cli.json"), strict, Kind::CursorCli),
+            f(
+                "project",
+                p.join(".cursor/cli.json"),
+                strict,
+                Kind::CursorCli,
+            ),
             f(
                 "user",
                 h.join(".cursor/permissions.json"),
@@ -541,7 +551,10 @@ fn mask_after_scheme(text: &str) -> String {
             mask_next = false;
             continue;
         }
-        mask_next = matches!(w.to_ascii_lowercase().as_str(), "bearer" | "basic" | "token");
+        mask_next = matches!(
+            w.to_ascii_lowercase().as_str(),
+            "bearer" | "basic" | "token"
+        );
         out.push(w);
     }
     out.join(" ")

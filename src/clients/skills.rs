@@ -253,7 +253,10 @@ mod tests {
         let f = skill(t.path(), "evil", &text);
         let h = header(&f).unwrap();
         let name = h.name.unwrap();
-        assert!(!name.contains('\u{1b}') && !name.contains('\u{202e}'), "{name}");
+        assert!(
+            !name.contains('\u{1b}') && !name.contains('\u{202e}'),
+            "{name}"
+        );
         let d = h.description.unwrap();
         assert!(!d.contains(secret), "{d}");
         assert!(d.chars().count() <= limits::CLIENT_SKILL_TEXT_CHARS_MAX);

@@ -59,7 +59,11 @@ fn claude_code_rules_and_risky_settings_are_read_from_user_project_and_local_fil
     let local = h.places.project.join(".claude/settings.local.json");
     write(&local, r#"{"permissions": {"defaultMode": "acceptEdits"}}"#);
     let s = said(&h, ClientId::ClaudeCode, &user);
-    let got: Vec<(&str, &str)> = s.rules.iter().map(|r| (r.effect, r.rule.as_str())).collect();
+    let got: Vec<(&str, &str)> = s
+        .rules
+        .iter()
+        .map(|r| (r.effect, r.rule.as_str()))
+        .collect();
     assert_eq!(
         got,
         [
@@ -124,7 +128,10 @@ fn cursor_cli_and_permissions_json_rules_are_read() {
         r#"{"permissions": {"allow": ["Shell(ls)"], "deny": ["Write(**/.env)"]}}"#,
     );
     let perms = h.places.project.join(".cursor/permissions.json");
-    write(&perms, "{\"terminalAllowlist\": [\"npm test\"], // jsonc\n}");
+    write(
+        &perms,
+        "{\"terminalAllowlist\": [\"npm test\"], // jsonc\n}",
+    );
     assert_eq!(said(&h, ClientId::Cursor, &cli).rules.len(), 2);
     assert_eq!(
         said(&h, ClientId::Cursor, &perms).rules,
@@ -245,11 +252,11 @@ fn rules_past_the_bound_are_counted_not_kept() {
 #[test]
 fn clean_masks_credentials_cuts_urls_strips_controls_and_caps_length() {
     let token = "ghp_0123456789abcdefABCDEF0123456789";
-    assert_eq!(
-        clean(&format!("Bash(curl -H 'Authorization: Bearer {token}')"), 200)
-            .contains(token),
-        false
+    let header = clean(
+        &format!("Bash(curl -H 'Authorization: Bearer {token}')"),
+        200,
     );
+    assert!(!header.contains(token), "{header}");
     assert!(!clean(&format!("Bash(export API_KEY={CANARY})"), 200).contains(CANARY));
     let url = clean(
         &format!("WebFetch(https://u:{CANARY}@example.com/{CANARY}?k={CANARY})"),

@@ -17,7 +17,9 @@ use serde_json::Value;
 
 use crate::clients::routed::{self, Judge, Routing};
 use crate::clients::settings::{self, SettingsState, clean};
-use crate::clients::{self, ClientId, FileState, Places, ServerEntry, inspect, instructions, skills};
+use crate::clients::{
+    self, ClientId, FileState, Places, ServerEntry, inspect, instructions, skills,
+};
 use crate::holdmap::agents::model::{
     AgentReport, Capabilities, ConfiguredServer, PermissionRule, SafetySetting, Skill, SourceFile,
 };
@@ -89,8 +91,8 @@ fn configured(
     let upstream = routed::upstream(e, routing);
     let (runner, package, pin) = match &upstream {
         Some((cmd, args)) => {
-            let runner = Some(clean(base(cmd), limits::CLIENT_SETTING_CHARS_MAX))
-                .filter(|r| !r.is_empty());
+            let runner =
+                Some(clean(base(cmd), limits::CLIENT_SETTING_CHARS_MAX)).filter(|r| !r.is_empty());
             (runner, package_of(cmd, args), inspect::pin(cmd, args))
         }
         None if e.url.is_some() => (None, None, inspect::Pin::Unknown("a remote server".into())),
@@ -117,8 +119,16 @@ fn configured(
         pin: pin.label(),
         pin_detail: clean(pin.detail(), limits::CLIENT_SETTING_CHARS_MAX),
         remote_host: e.url.as_deref().and_then(url_host),
-        env_names: e.env_names.iter().map(|n| crate::text::visible(n)).collect(),
-        header_names: e.header_names.iter().map(|n| crate::text::visible(n)).collect(),
+        env_names: e
+            .env_names
+            .iter()
+            .map(|n| crate::text::visible(n))
+            .collect(),
+        header_names: e
+            .header_names
+            .iter()
+            .map(|n| crate::text::visible(n))
+            .collect(),
         routing: routing.label(),
         routing_detail,
         running_pids: Vec::new(),
@@ -133,7 +143,6 @@ pub(crate) fn url_host(url: &str) -> Option<String> {
     let host = authority.rsplit('@').next().unwrap_or("");
     (!host.is_empty()).then(|| host.to_string())
 }
-
 
 /// The package a server command runs, without its version: from `inspect::server_name`'s
 /// reading of an npm or Python runner or a container image (scope kept: `@scope/pkg`). None
@@ -162,7 +171,10 @@ fn package_of(cmd: &str, args: &[String]) -> Option<String> {
         // A tag follows the last `:` after the last `/` (`host:5000/img:tag`).
         let slash = no_digest.rfind('/').map_or(0, |i| i + 1);
         match no_digest.get(slash..).and_then(|last| last.rfind(':')) {
-            Some(colon) => no_digest.get(..slash + colon).unwrap_or(no_digest).to_string(),
+            Some(colon) => no_digest
+                .get(..slash + colon)
+                .unwrap_or(no_digest)
+                .to_string(),
             None => no_digest.to_string(),
         }
     } else {
@@ -208,8 +220,7 @@ pub(crate) fn runs(argv: &[String], cmd: &str, args: &[String]) -> bool {
         return false;
     }
     let at = |i: usize| {
-        argv.get(i)
-            .is_some_and(|w| same_launcher(base(w), want))
+        argv.get(i).is_some_and(|w| same_launcher(base(w), want))
             && argv.get(i + 1..).is_some_and(|rest| rest == args)
     };
     if at(0) {
@@ -243,9 +254,8 @@ fn running_pids(
         .iter()
         .copied()
         .filter(|pid| {
-            snap.proc(*pid).is_some_and(|p| {
-                !p.is_zombie() && forms.iter().any(|(c, a)| runs(&p.argv, c, a))
-            })
+            snap.proc(*pid)
+                .is_some_and(|p| !p.is_zombie() && forms.iter().any(|(c, a)| runs(&p.argv, c, a)))
         })
         .collect()
 }
@@ -305,12 +315,16 @@ pub(crate) fn of_at(
         "running_pids matches the command lines of the agent's own processes; a server started by anything else, renamed or wrapped is not seen as running"
             .to_string(),
     );
-    let (instructions, omitted) =
-        instructions::existing(&instructions::places_of(places, report.client, report.product));
+    let (instructions, omitted) = instructions::existing(&instructions::places_of(
+        places,
+        report.client,
+        report.product,
+    ));
     caps.instructions = instructions;
     if omitted > 0 {
-        caps.limits
-            .push(format!("{omitted} more instruction files in rule folders are not listed"));
+        caps.limits.push(format!(
+            "{omitted} more instruction files in rule folders are not listed"
+        ));
     }
     let Some(client) = report.client else {
         caps.limits.push(format!(

@@ -153,9 +153,25 @@ pub(crate) fn output_schema() -> Value {
         }),
     );
     let server_fields = [
-        "client", "alias", "scope", "source", "transport", "enabled", "runner", "package", "pin",
-        "pin_detail", "remote_host", "env_names", "header_names", "routing", "routing_detail",
-        "running", "running_pids", "running_evidence", "evidence",
+        "client",
+        "alias",
+        "scope",
+        "source",
+        "transport",
+        "enabled",
+        "runner",
+        "package",
+        "pin",
+        "pin_detail",
+        "remote_host",
+        "env_names",
+        "header_names",
+        "routing",
+        "routing_detail",
+        "running",
+        "running_pids",
+        "running_evidence",
+        "evidence",
     ];
     let server = closed(
         &server_fields,
@@ -198,7 +214,13 @@ pub(crate) fn output_schema() -> Value {
     );
     closed(
         &[
-            "evidence", "sources", "servers", "permissions", "settings", "instructions", "skills",
+            "evidence",
+            "sources",
+            "servers",
+            "permissions",
+            "settings",
+            "instructions",
+            "skills",
             "limits",
         ],
         json!({

@@ -160,7 +160,10 @@ fn configure(w: &World, client: ClientId) -> PathBuf {
 /// the unpinned one as a python `npx` script (2002), both its children.
 fn snap(w: &World) -> Snapshot {
     let mut s = machine();
-    add(&mut s, process(2000, 800, 1000, "claude", &["/bin/claude"], "/p"));
+    add(
+        &mut s,
+        process(2000, 800, 1000, "claude", &["/bin/claude"], "/p"),
+    );
     let hc = w.holdcall.to_string_lossy().into_owned();
     add(
         &mut s,
@@ -248,7 +251,11 @@ fn every_clients_servers_are_judged_for_routing_pinning_and_running() {
             Some("mcp.example.com:8443"),
             "{client:?}"
         );
-        assert_eq!(remote.header_names, ["Authorization", "X-Plain"], "{client:?}");
+        assert_eq!(
+            remote.header_names,
+            ["Authorization", "X-Plain"],
+            "{client:?}"
+        );
     }
 }
 
@@ -257,15 +264,27 @@ fn every_capabilities_object_says_definitions_prove_no_loading_or_use() {
     let w = world();
     let c = caps_of(&w, ClientId::Cursor);
     assert!(c.servers.is_empty());
-    assert!(c.limits.iter().any(|l| l.starts_with("definitions in files do not prove")));
+    assert!(
+        c.limits
+            .iter()
+            .any(|l| l.starts_with("definitions in files do not prove"))
+    );
     let none = of_at(
         &report(None, "aider", &[2000]),
         &snap(&w),
         &w.places,
         &Judge::binary_at(&w.holdcall),
     );
-    assert!(none.limits.iter().any(|l| l.starts_with("definitions in files do not prove")));
-    assert!(none.limits.iter().any(|l| l.contains("has no reader")), "{:?}", none.limits);
+    assert!(
+        none.limits
+            .iter()
+            .any(|l| l.starts_with("definitions in files do not prove"))
+    );
+    assert!(
+        none.limits.iter().any(|l| l.contains("has no reader")),
+        "{:?}",
+        none.limits
+    );
 }
 
 #[test]
@@ -317,7 +336,11 @@ fn claude_code_permissions_settings_instructions_and_skills_are_reported_without
     let c = caps_of(&w, ClientId::ClaudeCode);
     assert_eq!(c.permissions.len(), 1);
     assert_eq!(c.permissions[0].effect, "allow");
-    assert!(c.settings.iter().any(|s| s.name == "permissions.defaultMode" && s.risky));
+    assert!(
+        c.settings
+            .iter()
+            .any(|s| s.name == "permissions.defaultMode" && s.risky)
+    );
     assert_eq!(c.instructions, vec![h.join(".claude/CLAUDE.md")]);
     assert_eq!(c.skills.len(), 1);
     assert_eq!(c.skills[0].folder, "pdf");
@@ -347,13 +370,26 @@ fn a_process_runs_a_server_only_with_the_same_launcher_and_the_same_arguments() 
     let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let args = v(&["-y", "pkg"]);
     assert!(runs(&v(&["npx", "-y", "pkg"]), "npx", &args));
-    assert!(runs(&v(&["/usr/bin/node", "/usr/bin/npx", "-y", "pkg"]), "npx", &args));
     assert!(runs(
-        &v(&["node", "/usr/lib/node_modules/npm/bin/npx-cli.js", "-y", "pkg"]),
+        &v(&["/usr/bin/node", "/usr/bin/npx", "-y", "pkg"]),
         "npx",
         &args
     ));
-    assert!(runs(&v(&["python3.12", "/t/bin/npx", "-y", "pkg"]), "/abs/npx", &args));
+    assert!(runs(
+        &v(&[
+            "node",
+            "/usr/lib/node_modules/npm/bin/npx-cli.js",
+            "-y",
+            "pkg"
+        ]),
+        "npx",
+        &args
+    ));
+    assert!(runs(
+        &v(&["python3.12", "/t/bin/npx", "-y", "pkg"]),
+        "/abs/npx",
+        &args
+    ));
     assert!(!runs(&v(&["npx", "-y", "pkg", "extra"]), "npx", &args));
     assert!(!runs(&v(&["npx", "-y", "other"]), "npx", &args));
     // Only an interpreter may stand before the launcher.
@@ -398,9 +434,7 @@ fn conforms(v: &Value, schema: &Value) -> Result<(), String> {
             }
             Ok(())
         }
-        Value::Array(items) => items
-            .iter()
-            .try_for_each(|i| conforms(i, &schema["items"])),
+        Value::Array(items) => items.iter().try_for_each(|i| conforms(i, &schema["items"])),
         _ => Ok(()),
     }
 }
@@ -413,13 +447,22 @@ fn the_json_matches_its_closed_schema() {
         &w.places.home.join(".claude/settings.json"),
         r#"{"permissions": {"deny": ["Read(.env)"]}}"#,
     );
-    write(&w.places.home.join(".claude/skills/a/SKILL.md"), "---\n---\n");
+    write(
+        &w.places.home.join(".claude/skills/a/SKILL.md"),
+        "---\n---\n",
+    );
     write(&w.places.project.join("CLAUDE.md"), "x");
     let out = to_json(&caps_of(&w, ClientId::ClaudeCode));
     let schema = output_schema();
     assert_eq!(schema["additionalProperties"], false);
     conforms(&out, &schema).unwrap();
-    for key in ["servers", "permissions", "skills", "instructions", "sources"] {
+    for key in [
+        "servers",
+        "permissions",
+        "skills",
+        "instructions",
+        "sources",
+    ] {
         assert!(!out[key].as_array().unwrap().is_empty(), "{key}");
     }
 }
