@@ -152,7 +152,7 @@ fn claude_codes_servers_are_judged_and_no_secret_of_claude_json_is_returned() {
 #[test]
 fn cursors_servers_are_judged_and_no_secret_is_returned() {
     check(
-        "cursor-agent",
+        "cursor",
         ".cursor/mcp.json",
         &format!(r#"{{"mcpServers": {}}}"#, json_servers("url")),
     );
@@ -161,7 +161,7 @@ fn cursors_servers_are_judged_and_no_secret_is_returned() {
 #[test]
 fn vscodes_servers_are_judged_and_no_secret_is_returned() {
     check(
-        "code",
+        "copilot-language-server",
         ".config/Code/User/mcp.json",
         &format!("{{// JSONC\n\"servers\": {}}}", json_servers("url")),
     );
