@@ -67,7 +67,7 @@ fn answer_for(program: &str, file: &str, text: &str) -> (String, FakeAgent) {
         // `; true` keeps the shell alive as the agent instead of exec'ing the tool.
         .run("npx -y some-mcp; true");
     agent.write_home(file, text);
-    agent.wait_for_descendants(1);
+    wait_for_npx(&agent);
     let home = agent.home.to_string_lossy().into_owned();
     let mut hm = Holdmap::start_with(&[("HOME", home.as_str())]);
     hm.initialize("2025-06-18");
@@ -80,6 +80,28 @@ fn answer_for(program: &str, file: &str, text: &str) -> (String, FakeAgent) {
         .recv_line(crate::common::PATIENCE)
         .unwrap_or_else(|| panic!("no answer; stderr:\n{}", hm.stderr()));
     (line, agent)
+}
+
+/// Waits until the agent's `npx` script runs under its Python interpreter (`python3 …/npx …`):
+/// a wrapper such as a pyenv shim runs first, with another command line.
+fn wait_for_npx(agent: &FakeAgent) {
+    crate::common::eventually("the agent's npx to run under python", || {
+        agent.descendants().iter().any(|pid| {
+            let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let words: Vec<&[u8]> = argv.split(|b| *b == 0).collect();
+            let first = words
+                .first()
+                .map(|w| String::from_utf8_lossy(w).into_owned());
+            let second = words
+                .get(1)
+                .map(|w| String::from_utf8_lossy(w).into_owned());
+            first.is_some_and(|f| {
+                f.rsplit('/')
+                    .next()
+                    .is_some_and(|b| b.starts_with("python"))
+            }) && second.is_some_and(|s| s.ends_with("/npx"))
+        })
+    });
 }
 
 /// The capabilities object of the agent in `line`.
@@ -202,7 +224,7 @@ fn without_include_capabilities_no_config_file_is_read_into_the_answer() {
         ".claude.json",
         &format!(r#"{{"mcpServers": {}}}"#, json_servers("url")),
     );
-    agent.wait_for_descendants(1);
+    wait_for_npx(&agent);
     let home = agent.home.to_string_lossy().into_owned();
     let mut hm = Holdmap::start_with(&[("HOME", home.as_str())]);
     hm.initialize("2025-06-18");
