@@ -242,3 +242,48 @@ fn without_include_capabilities_no_config_file_is_read_into_the_answer() {
         "capabilities without asking: {me}"
     );
 }
+
+#[test]
+fn claude_codes_risky_settings_rules_instructions_and_skills_are_listed_without_bodies() {
+    let settings = format!(
+        r#"{{"permissions": {{"allow": ["Bash(export API_KEY={CANARY})"], "defaultMode": "bypassPermissions"}},
+            "env": {{"TOKEN": "{CANARY}"}}}}"#
+    );
+    let agent = FakeAgent::named("claude")
+        .tool("npx")
+        .run("npx -y some-mcp; true");
+    agent.write_home(".claude/settings.json", &settings);
+    agent.write_home(".claude/CLAUDE.md", &format!("BODY {CANARY}"));
+    agent.write_project(
+        ".claude/skills/pdf/SKILL.md",
+        &format!("---\nname: PDF\ndescription: fills forms\n---\nBODY {CANARY}\n"),
+    );
+    wait_for_npx(&agent);
+    let home = agent.home.to_string_lossy().into_owned();
+    let mut hm = Holdmap::start_with(&[("HOME", home.as_str())]);
+    hm.initialize("2025-06-18");
+    hm.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "list_agents",
+        "arguments": {"agent": agent.query(), "include_capabilities": true}}}),
+    );
+    let line = hm.recv_line(crate::common::PATIENCE).unwrap();
+    assert!(!line.contains("CANARY"), "{line}");
+    assert!(
+        !line.contains("BODY"),
+        "an instruction or skill body was returned: {line}"
+    );
+    let caps = capabilities(&line, &agent);
+    let mode = caps["settings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "permissions.defaultMode")
+        .unwrap_or_else(|| panic!("no defaultMode in {caps}"));
+    assert_eq!(mode["risky"], true);
+    assert_eq!(caps["permissions"][0]["effect"], "allow");
+    assert_eq!(caps["instructions"][0]["name"], "CLAUDE.md");
+    assert_eq!(caps["skills"][0]["folder"], "pdf");
+    assert_eq!(caps["skills"][0]["scope"], "project");
+    assert_eq!(caps["skills"][0]["purpose"], "fills forms");
+}
