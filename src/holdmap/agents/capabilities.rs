@@ -366,14 +366,14 @@ fn settings_into(caps: &mut Capabilities, places: &Places, client: ClientId) {
             SettingsState::Read(said) => {
                 caps.permissions
                     .extend(said.rules.into_iter().map(|r| PermissionRule {
-                        client: client.id(),
+                        client: spec.client.id(),
                         effect: r.effect,
                         rule: r.rule,
                         source: spec.path.clone(),
                     }));
                 caps.settings
                     .extend(said.settings.into_iter().map(|s| SafetySetting {
-                        client: client.id(),
+                        client: spec.client.id(),
                         name: s.name,
                         value: s.value,
                         risky: s.risky,
