@@ -238,17 +238,20 @@ pub(crate) fn listing(
          them."
             .to_owned(),
     ];
-    if snap.hidden_sockets > 0 {
+    // The collection usually words its own warning about hidden sockets: one need either way.
+    let worded = snap.warnings.iter().any(|w| w.contains("hidden_sockets"));
+    if snap.hidden_sockets > 0 && !worded {
         let line = format!(
-            "{} socket(s) are held by processes holdmap cannot see (other accounts'): a dev \
-             server among them is not listed",
+            "{} socket(s) are held by processes holdmap cannot see: a dev server among them is \
+             not listed",
             snap.hidden_sockets
         );
         limits.push(line.clone());
         all.push(rules::incomplete(
             "hidden_sockets",
             line,
-            "Run holdmap as that account to see them; holdmap never stops them".to_owned(),
+            "Run holdmap as the account that owns them to see them; holdmap never stops them"
+                .to_owned(),
         ));
     }
     if !snap.warnings.is_empty() {
