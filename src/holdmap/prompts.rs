@@ -111,18 +111,20 @@ const PROMPTS: &[Prompt] = &[
         workflow: &[
             "Inspect what the coding agents running on this machine have started, or only the \
              agent given in the request data below if there is one.",
-            "1. Call `list_ports` to see the listening ports with their processes, projects and \
-             frameworks. To narrow it to one agent, filter by the agent's name, or by `pid:N` \
-             for a process id.",
-            "2. Read the result's warnings and hidden socket count before treating a short list \
-             as complete.",
-            "3. Call `get_topology` to see which local services those processes talk to.",
-            "4. If the user wants the agent's dev servers cleaned up, call `stop_agent_ports` \
+            "1. Call `list_agents` (with `agent` set to the name, or to `pid:N`, when one is \
+             given) to see each agent's child tools and likely MCP servers, folders, ports, \
+             connections, CPU, memory and access facts. Each fact says whether it was \
+             observed, inferred or is unknown.",
+            "2. Read the result's `limits`, warnings and hidden socket count before treating a \
+             short list as complete.",
+            "3. Call `get_agent_flow` for the same agent to see the processes it spawned and \
+             the local services and remote hosts they are connected to.",
+            "4. If the user asks what the agent is configured with, call `list_agents` again \
+             with `include_capabilities: true`: it returns names and metadata, never secret \
+             values, and a configured server is not proof that it was loaded or used.",
+            "5. If the user wants the agent's dev servers cleaned up, call `stop_agent_ports` \
              with that agent and `dry_run: true`, show the user every per-port plan, and \
              execute only after the user authorizes those effects.",
-            "5. This version of holdmap has no agent listing of its own: agents are matched by \
-             the process tree under a known agent executable. A fuller agent inventory arrives \
-             in a later version.",
         ],
     },
 ];

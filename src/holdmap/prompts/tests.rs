@@ -303,7 +303,7 @@ fn each_workflow_names_the_tools_it_relies_on() {
             "stop_port",
         ],
         &["find_free_port", "wait_for_port", "explain_port"],
-        &["list_ports", "get_topology", "stop_agent_ports"],
+        &["list_agents", "get_agent_flow", "stop_agent_ports"],
     ];
     for (prompt, tools) in PROMPTS.iter().zip(wanted) {
         let text = prompt.workflow.join("\n");
