@@ -323,7 +323,8 @@ fn access_needs(snap: &Snapshot, r: &AgentReport, out: &mut Vec<Need>) {
         out.push(n);
     }
     for f in r.access.iter().filter(|f| f.level == Level::Elevated) {
-        if let Some(n) = access_need(r, f, !exposed.is_empty()) {
+        // The network fact repeats the exposed ports (a dev server's too, listed on its own).
+        if let Some(n) = access_need(r, f, r.ports.iter().any(|p| p.exposed)) {
             out.push(n);
         }
     }
@@ -382,11 +383,21 @@ fn access_need(r: &AgentReport, f: &AccessFact, has_exposed_port: bool) -> Optio
 fn setting_need(r: &AgentReport, s: &SafetySetting) -> Need {
     let name = s.name.to_ascii_lowercase();
     let value = s.value.to_ascii_lowercase();
-    let (kind, severity) = if name.contains("approval")
-        || name.contains("permission")
-        || value.contains("bypass")
-        || name.contains("yolo")
-    {
+    // Settings that let the agent act without asking: approval modes, permission modes,
+    // auto-accept / auto-approve switches, a server's `trust: true` (Gemini skips every
+    // confirmation of its tools).
+    let asks_less = [
+        "approval",
+        "permission",
+        "autoaccept",
+        "autoapprove",
+        "yolo",
+    ]
+    .iter()
+    .any(|w| name.contains(w))
+        || name.ends_with(".trust")
+        || value.contains("bypass");
+    let (kind, severity) = if asks_less {
         (Kind::ApprovalsDisabled, Severity::High)
     } else if name.contains("sandbox") {
         (Kind::SandboxDisabled, Severity::Medium)

@@ -257,15 +257,23 @@ fn a_risky_setting_in_a_config_file_is_a_need_and_a_safe_one_is_not() {
             setting("sandbox_mode", "danger-full-access", true),
             setting("model_auto_update", "on", true),
             setting("approval_policy", "on-request", false),
+            setting("chat.tools.autoApprove", "true", true),
+            setting("mcpServers.gh.trust", "true", true),
         ],
         ..Capabilities::default()
     });
     let ns = needs(&machine(), &[r], &[]);
     assert_eq!(
         kinds(&ns),
-        vec!["approvals_disabled", "sandbox_disabled", "risky_setting"]
+        vec![
+            "approvals_disabled",
+            "approvals_disabled",
+            "approvals_disabled",
+            "sandbox_disabled",
+            "risky_setting"
+        ]
     );
-    assert!(ns[0].summary.contains("never"));
+    assert!(ns.iter().any(|n| n.summary.contains("never")));
 }
 
 #[test]
@@ -281,6 +289,13 @@ fn an_agents_own_exposed_listener_is_high_and_offers_no_stop() {
         pid: 1100,
         role: PortRole::Agent,
         exposed: true,
+    }];
+    // The network fact says the same again: not a second need.
+    r.access = vec![AccessFact {
+        kind: "network",
+        level: Level::Elevated,
+        evidence: Evidence::Observed,
+        detail: "listens beyond loopback: 7777/tcp on 0.0.0.0".into(),
     }];
     let ns = needs(&s, &[r], &[]);
     assert_eq!(kinds(&ns), vec!["agent_exposed"]);
