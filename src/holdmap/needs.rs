@@ -17,6 +17,7 @@ use crate::holdmap::agents::model::AgentReport;
 use crate::holdmap::analyzers::Insight;
 use crate::holdmap::model::Snapshot;
 use crate::holdmap::tool::{Annotations, Cx, Outcome, Reply, Tool, ToolDef};
+use crate::limits::HOLDMAP_NEEDS_LISTED_MAX;
 
 mod rules;
 #[cfg(test)]
@@ -152,7 +153,7 @@ fn output_schema() -> Value {
             "omitted": {
                 "type": "integer",
                 "minimum": 0,
-                "description": "Needs left out by min_severity or kinds."
+                "description": "Needs left out by min_severity, kinds or the listing cap (see limits)."
             },
             "limits": {
                 "type": "array",
@@ -316,20 +317,33 @@ fn list(
     insights: Result<Vec<Insight>, String>,
     filter: &Filter,
 ) -> Outcome {
-    let Listing { needs: all, limits } = listing(snap, reports, insights);
+    let Listing {
+        needs: all,
+        mut limits,
+    } = listing(snap, reports, insights);
     let total = all.len();
-    let kept: Vec<Need> = all.into_iter().filter(|n| filter.keeps(n)).collect();
+    let mut kept: Vec<Need> = all.into_iter().filter(|n| filter.keeps(n)).collect();
+    // Counted before the cap: the counts say how many match, the list how many are shown.
+    let counts = rules::counts(&kept);
+    if kept.len() > HOLDMAP_NEEDS_LISTED_MAX {
+        limits.push(format!(
+            "Only the {HOLDMAP_NEEDS_LISTED_MAX} most severe of {} needs are listed; narrow \
+             the list with min_severity or kinds",
+            kept.len()
+        ));
+        kept.truncate(HOLDMAP_NEEDS_LISTED_MAX);
+    }
     let omitted = total.saturating_sub(kept.len());
     let structured = json!({
         "needs": kept.iter().map(to_json).collect::<Vec<_>>(),
-        "counts": rules::counts(&kept),
+        "counts": counts,
         "omitted": omitted,
         "limits": limits,
         "platform": snap.platform,
         "taken_at_ms": snap.taken_at_ms,
     });
     Outcome::Done {
-        summary: summary(&kept, omitted, &limits),
+        summary: summary(&kept, &counts, omitted, &limits),
         structured,
     }
 }
@@ -356,22 +370,26 @@ pub(crate) fn to_json(n: &Need) -> Value {
             "client": s.client,
             "alias": s.alias.as_deref().map(crate::text::visible),
             "scope": s.scope.as_deref().map(crate::text::visible),
-            "source": s.source.as_ref().map(|p| p.display().to_string()),
+            "source": s.source.as_ref().map(|p| crate::text::visible(&p.display().to_string())),
         },
         "agents": n.agents,
         "summary": n.summary,
         "action": n.action,
         "preview": n.preview_port.map(preview_json),
         "holdcall_init": n.holdcall_init.as_ref().map(|i| json!({
-            "directory": i.directory.as_ref().map(|d| d.display().to_string()),
+            "directory": i.directory.as_ref().map(|d| crate::text::visible(&d.display().to_string())),
             "preview": i.preview,
             "write": i.write,
         })),
     })
 }
 
-fn summary(kept: &[Need], omitted: usize, limits: &[String]) -> String {
-    let counts = rules::counts(kept);
+fn summary(
+    kept: &[Need],
+    counts: &std::collections::BTreeMap<&'static str, usize>,
+    omitted: usize,
+    limits: &[String],
+) -> String {
     let mut out = if kept.is_empty() {
         "Nothing needs you in what holdmap could see.".to_owned()
     } else {
@@ -411,7 +429,7 @@ fn summary(kept: &[Need], omitted: usize, limits: &[String]) -> String {
         }
     }
     if omitted > 0 {
-        let _ = write!(out, "\n{omitted} more left out by the filters.");
+        let _ = write!(out, "\n{omitted} more left out by the filters or the cap.");
     }
     for l in limits {
         let _ = write!(out, "\nLimit: {l}");

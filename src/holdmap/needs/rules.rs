@@ -273,6 +273,7 @@ fn access_needs(snap: &Snapshot, r: &AgentReport, out: &mut Vec<Need>) {
         let mut subject = agent_subject(r);
         subject.what = "port";
         subject.text = format!("{}/{} of {}", p.port, p.protocol.as_str(), subject.text);
+        subject.pid = Some(p.pid);
         subject.port = Some(p.port);
         subject.protocol = Some(p.protocol.as_str());
         let mut n = need(

@@ -586,3 +586,22 @@ fn a_machine_that_cannot_be_read_is_a_tool_error() {
         "{out:?}"
     );
 }
+
+#[test]
+fn past_the_cap_the_most_severe_are_listed_and_the_rest_counted() {
+    let mut found: Vec<Insight> = (0..crate::limits::HOLDMAP_NEEDS_LISTED_MAX)
+        .map(|i| insight(&format!("i{i}"), "low", "open"))
+        .collect();
+    found.push(insight("urgent", "high", "open"));
+    let out = list(&machine(), &[], Ok(found), &Filter::default());
+    let Outcome::Done { structured, .. } = out else {
+        panic!("{out:?}")
+    };
+    let listed = structured["needs"].as_array().unwrap();
+    assert_eq!(listed.len(), crate::limits::HOLDMAP_NEEDS_LISTED_MAX);
+    assert_eq!(listed[0]["severity"], json!("high"));
+    assert_eq!(structured["omitted"], json!(1));
+    assert_eq!(structured["counts"]["low"], json!(200));
+    assert!(structured["limits"].to_string().contains("most severe"));
+    crate::holdmap::catalog::check_output("list_needs", &structured);
+}
