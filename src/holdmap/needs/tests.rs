@@ -3,7 +3,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::rules::{Kind, Severity, shell_quote};
+use super::rules::{Kind, Severity};
+use super::servers::{self, shell_quote};
 use super::*;
 use crate::holdmap::agents::model::{
     AccessFact, AgentPort, AgentReport, Capabilities, ConfiguredServer, Evidence, Level, PortRole,
@@ -145,13 +146,13 @@ fn a_project_scope_servers_init_line_runs_in_its_project_folder_quoted() {
     let mut s = npx_server();
     s.scope = "project".into();
     s.source = PathBuf::from("/home/u/my shop/.cursor/mcp.json");
-    let init = rules::holdcall_init(&s);
+    let init = servers::holdcall_init(&s);
     assert_eq!(init.directory, Some(PathBuf::from("/home/u/my shop")));
     assert_eq!(init.preview, "cd '/home/u/my shop' && holdcall init");
     assert_eq!(init.write, "cd '/home/u/my shop' && holdcall init --write");
     s.source = PathBuf::from("/home/u/shop/.mcp.json");
     assert_eq!(
-        rules::holdcall_init(&s).write,
+        servers::holdcall_init(&s).write,
         "cd /home/u/shop && holdcall init --write"
     );
     assert_eq!(shell_quote("it's"), r"'it'\''s'");
