@@ -114,7 +114,8 @@ pub(super) fn server_needs(r: &AgentReport, s: &ConfiguredServer) -> Vec<Need> {
                 s.alias, s.pin_detail
             ),
             format!(
-                "Pin an exact version (for example {what}@1.2.3) in {}",
+                "Pin an exact version (for example {}) in {}",
+                pinned_example(s.runner.as_deref(), what),
                 s.source.display()
             ),
         )),
@@ -187,5 +188,15 @@ pub(crate) fn shell_quote(text: &str) -> String {
         text.to_owned()
     } else {
         format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
+/// How an exact version is written for `runner`: `pkg==1.2.3` for Python launchers, an image
+/// digest for containers, `pkg@1.2.3` otherwise (npx, bunx, pnpm dlx …).
+fn pinned_example(runner: Option<&str>, what: &str) -> String {
+    match runner {
+        Some("uvx" | "uv" | "pipx" | "pip") => format!("{what}==1.2.3"),
+        Some("docker" | "podman") => format!("{what}@sha256:<digest>"),
+        _ => format!("{what}@1.2.3"),
     }
 }

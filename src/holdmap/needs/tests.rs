@@ -159,6 +159,20 @@ fn a_project_scope_servers_init_line_runs_in_its_project_folder_quoted() {
 }
 
 #[test]
+fn the_pin_action_writes_the_version_the_way_the_runner_reads_it() {
+    let mut server = npx_server();
+    server.runner = Some("uvx".into());
+    server.package = Some("mcp-server-git".into());
+    let ns = needs(&machine(), &[with_servers(agent(1100), vec![server])], &[]);
+    let pin = of_kind(&ns, Kind::ServerUnpinned)[0];
+    assert!(
+        pin.action.contains("mcp-server-git==1.2.3"),
+        "{}",
+        pin.action
+    );
+}
+
+#[test]
 fn a_routed_pinned_server_needs_nothing() {
     let mut server = npx_server();
     server.routing = "routed";
