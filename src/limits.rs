@@ -472,10 +472,46 @@ const _: () = assert!(HOLDMAP_PROBE_TEXT_CHARS_MAX < HOLDMAP_PROBE_BYTES_MAX);
 // holdmap part 2 (issue 15). Each block is one area's; add to yours only.
 
 // --- added by agents (detection, list_agents) ---
+/// Agents one `list_agents` answer lists (the rest are counted in `more_agents`).
+pub const HOLDMAP_AGENTS_MAX: usize = 64;
+/// Per agent: owned pids listed in `process_ids` (the rest counted in `more_processes`).
+pub const HOLDMAP_AGENT_PROCESSES_MAX: usize = 40;
+/// Per agent: child tools listed (`more_tools`).
+pub const HOLDMAP_AGENT_TOOLS_MAX: usize = 24;
+/// Per agent: folders listed (`more_folders`).
+pub const HOLDMAP_AGENT_FOLDERS_MAX: usize = 12;
+/// Per agent: listening ports listed (`more_ports`).
+pub const HOLDMAP_AGENT_PORTS_MAX: usize = 32;
+/// Per agent: established TCP links listed (`more_links`).
+pub const HOLDMAP_AGENT_LINKS_MAX: usize = 16;
+/// Longest name, package or filter word a child tool is recognised or matched by.
+pub const HOLDMAP_TOOL_NAME_CHARS_MAX: usize = 96;
+const _: () = assert!(HOLDMAP_AGENT_TOOLS_MAX <= HOLDMAP_AGENT_PROCESSES_MAX);
 
 // --- added by capabilities (include_capabilities) ---
 
 // --- added by flow (get_agent_flow) ---
+/// Most nodes one `get_agent_flow` result holds when the caller does not say (`max_nodes`), and
+/// the most it may ask for: past it the rest are counted in `limits.more`, never dropped
+/// silently. With the relationships cap it keeps a result (shown twice: structured and as
+/// text) well inside `HOLDMAP_FRAME_BYTES_MAX`.
+pub const HOLDMAP_FLOW_NODES_DEFAULT: usize = 200;
+pub const HOLDMAP_FLOW_NODES_MAX: usize = 300;
+/// Most relationships one `get_agent_flow` result holds; the rest are counted.
+pub const HOLDMAP_FLOW_RELATIONSHIPS_MAX: usize = 600;
+/// How many ancestors of an agent's own process the flow follows up (its launcher, shell,
+/// terminal …): a torn or very deep table cannot grow the result.
+pub const HOLDMAP_FLOW_ANCESTORS_MAX: usize = 16;
+/// Longest redacted command line a flow's process node shows (characters, then `…`).
+pub const HOLDMAP_FLOW_COMMAND_CHARS_MAX: usize = 200;
+/// Most unreadable processes a flow's limits name by pid; the rest are counted.
+pub const HOLDMAP_FLOW_UNREADABLE_LISTED_MAX: usize = 32;
+const _: () = assert!(HOLDMAP_FLOW_NODES_DEFAULT <= HOLDMAP_FLOW_NODES_MAX);
+// A node is at most about 600 bytes with its command; a relationship about 400 with its facts.
+const _: () = assert!(
+    2 * (HOLDMAP_FLOW_NODES_MAX * 600 + HOLDMAP_FLOW_RELATIONSHIPS_MAX * 400)
+        < HOLDMAP_FRAME_BYTES_MAX
+);
 
 // --- added by needs (list_needs) ---
 /// Most needs one `list_needs` result lists, most severe first; past it the rest are counted in
@@ -485,5 +521,67 @@ pub const HOLDMAP_NEEDS_LISTED_MAX: usize = 200;
 const _: () = assert!(HOLDMAP_NEEDS_LISTED_MAX * 2048 < HOLDMAP_FRAME_BYTES_MAX);
 
 // --- added by analyzers (catalog, store, list_analyzers, list_insights) ---
+/// Largest analyzer catalog file holdmap reads (`<data dir>/analyzers.json`): a hand-written
+/// list of a few analyzers is a few KiB; anything near this is not one.
+pub const HOLDMAP_ANALYZER_CATALOG_BYTES_MAX: u64 = 256 * 1024;
+
+/// Most analyzers a catalog may list (the built-in one not counted): also bounds how many store
+/// files `list_insights` opens.
+pub const HOLDMAP_ANALYZERS_MAX: usize = 64;
+
+/// Longest text field of a catalog entry (title, purpose, source, sandbox), in characters.
+pub const HOLDMAP_ANALYZER_TEXT_CHARS_MAX: usize = 1000;
+
+/// Largest store file of one analyzer's findings (`<data dir>/insights/NAME.json`).
+pub const HOLDMAP_INSIGHTS_FILE_BYTES_MAX: u64 = 4 * 1024 * 1024;
+
+/// Most findings one run stores; past it the run says how many it left out.
+pub const HOLDMAP_INSIGHTS_PER_RUN_MAX: usize = 2000;
+
+/// How many findings `list_insights` returns by default, and at most in one call (the rest are
+/// counted in `more`).
+pub const HOLDMAP_INSIGHTS_LIST_DEFAULT: usize = 50;
+pub const HOLDMAP_INSIGHTS_LIST_MAX: usize = 500;
+
+const _: () = assert!(HOLDMAP_INSIGHTS_LIST_DEFAULT <= HOLDMAP_INSIGHTS_LIST_MAX);
+const _: () = assert!(HOLDMAP_ANALYZER_CATALOG_BYTES_MAX < HOLDMAP_INSIGHTS_FILE_BYTES_MAX);
 
 // --- added by activity (collector, recorder) ---
+/// Most records `holdmap activity serve` keeps in memory; past it the oldest are dropped and
+/// counted (`dropped_oldest`), so a long recording cannot grow without bound.
+pub const HOLDMAP_ACTIVITY_RECORDS_MAX: usize = 4096;
+/// Most records `holdmap mcp --record-activity` holds for delivery; past it new ones are dropped
+/// and counted (`dropped_before`), never waited for: a slow collector never slows a tool.
+pub const HOLDMAP_ACTIVITY_QUEUE_MAX: usize = 256;
+/// Longest request head (request line and headers, bytes) the collector reads.
+pub const HOLDMAP_ACTIVITY_HEAD_BYTES_MAX: usize = 8 * 1024;
+/// Most header lines in one request to the collector.
+pub const HOLDMAP_ACTIVITY_HEADERS_MAX: usize = 32;
+/// Largest request body (bytes) the collector accepts: one record is about 200 bytes.
+pub const HOLDMAP_ACTIVITY_BODY_BYTES_MAX: usize = 1024;
+/// Longest request target (path, bytes) the collector or an endpoint may name.
+pub const HOLDMAP_ACTIVITY_PATH_BYTES_MAX: usize = 256;
+/// Most connections the collector serves at once; more are closed unanswered.
+pub const HOLDMAP_ACTIVITY_CONNECTIONS_MAX: usize = 32;
+/// How long one exchange with the collector may take, on either side (connect, request,
+/// answer): loopback answers in well under a millisecond, so this only bounds a stuck peer.
+pub const HOLDMAP_ACTIVITY_EXCHANGE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one record's delivery may take before it is dropped and counted.
+pub const HOLDMAP_ACTIVITY_SEND_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long `holdmap mcp` waits, once its input has closed, for queued records to be delivered.
+pub const HOLDMAP_ACTIVITY_FLUSH_WAIT: Duration = Duration::from_millis(300);
+/// Most bytes of a snapshot `holdmap activity snapshot` reads.
+pub const HOLDMAP_ACTIVITY_SNAPSHOT_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// The most bytes one stored record takes in a snapshot (its keys, a tool name and seven numbers
+/// of at most 16 digits each), for the assertion below.
+pub const HOLDMAP_ACTIVITY_RECORD_JSON_BYTES_MAX: usize = 512;
+
+const _: () = assert!(
+    HOLDMAP_ACTIVITY_RECORDS_MAX * HOLDMAP_ACTIVITY_RECORD_JSON_BYTES_MAX
+        < HOLDMAP_ACTIVITY_SNAPSHOT_BYTES_MAX
+);
+const _: () = assert!(HOLDMAP_ACTIVITY_RECORD_JSON_BYTES_MAX <= HOLDMAP_ACTIVITY_BODY_BYTES_MAX);
+const _: () = assert!(HOLDMAP_ACTIVITY_PATH_BYTES_MAX < HOLDMAP_ACTIVITY_HEAD_BYTES_MAX);
+const _: () = assert!(
+    HOLDMAP_ACTIVITY_SEND_TIMEOUT.as_millis() < HOLDMAP_ACTIVITY_EXCHANGE_TIMEOUT.as_millis()
+);

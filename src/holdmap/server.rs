@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::task::{AbortHandle, JoinHandle, JoinSet};
 
+use crate::holdmap::activity::{self, Recorder, Started, Status};
 use crate::holdmap::confirm::Handles;
 use crate::holdmap::tool::{Cx, Outcome, Pending, Reply, Tool, ToolDef};
 use crate::holdmap::wire::{
@@ -34,7 +35,7 @@ use crate::text::visible;
 const LINE_BYTES_MAX: usize = HOLDMAP_FRAME_BYTES_MAX + 2;
 
 /// Runs `holdmap mcp` on this process's stdin and stdout until stdin closes; the exit code.
-pub(crate) fn run_stdio(_record_activity: bool) -> i32 {
+pub(crate) fn run_stdio(record_activity: bool) -> i32 {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -45,12 +46,22 @@ pub(crate) fn run_stdio(_record_activity: bool) -> i32 {
             return 1;
         }
     };
-    let code = runtime.block_on(serve(
-        tokio::io::stdin(),
-        tokio::io::stdout(),
-        Arc::new(Live),
-        catalog::catalog(),
-    ));
+    let code = runtime.block_on(async {
+        // Only with the flag: without it no recorder exists and no socket is ever opened.
+        let recorder = if record_activity {
+            Recorder::from_env()
+        } else {
+            None
+        };
+        serve_recording(
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+            Arc::new(Live),
+            catalog::catalog(),
+            recorder,
+        )
+        .await
+    });
     // A blocking read of stdin, or a tool's blocking work (a port poll), may still be running
     // on the blocking pool; the process exits now rather than waiting for them.
     runtime.shutdown_background();
@@ -58,12 +69,29 @@ pub(crate) fn run_stdio(_record_activity: bool) -> i32 {
 }
 
 /// Serves one session on `input`/`output` with `tools` until `input` ends (0), or until
-/// `output` is closed (0: there is nobody left to answer) or `input` fails (1).
+/// `output` is closed (0: there is nobody left to answer) or `input` fails (1). Without
+/// recording: the tests' way in.
+#[cfg(test)]
 pub(crate) async fn serve<R, W>(
+    input: R,
+    output: W,
+    world: Arc<dyn World>,
+    tools: &'static [(ToolDef, Tool)],
+) -> i32
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    serve_recording(input, output, world, tools, None).await
+}
+
+/// `serve`, noting each tool call's metadata to `recorder` (if any) once its answer is written.
+pub(crate) async fn serve_recording<R, W>(
     input: R,
     mut output: W,
     world: Arc<dyn World>,
     tools: &'static [(ToolDef, Tool)],
+    recorder: Option<Recorder>,
 ) -> i32
 where
     R: AsyncRead + Unpin,
@@ -75,6 +103,8 @@ where
         tools,
         negotiated: None,
         handles: Handles::new(),
+        recorder,
+        owed: Vec::new(),
     };
     let mut work = Work::default();
     let code = loop {
@@ -87,12 +117,15 @@ where
                 tokio::select! {
                     biased;
                     joined = work.done.join_next(), if !work.done.is_empty() => {
-                        if let Some(out) = work.finish(joined)
+                        let (line, records) = work.finish(joined);
+                        if let Some(out) = line
                             && write(&mut output, &out).await.is_err()
                         {
-                            work.wind_down(None::<&mut W>).await;
+                            work.wind_down(None::<&mut W>, session.recorder.as_ref()).await;
+                            session.close_recorder().await;
                             return 0;
                         }
+                        session.note(records);
                     }
                     read = &mut next => break read,
                 }
@@ -119,10 +152,15 @@ where
         {
             break 0;
         }
+        // Only now, with the answer written, is its metadata handed to the recorder.
+        let owed = std::mem::take(&mut session.owed);
+        session.note(owed);
     };
     // Nobody will ask anything more: pending work is dropped, but a stop that has begun runs to
     // its end and its answer is still written (the client may be reading until we exit).
-    work.wind_down(Some(&mut output)).await;
+    work.wind_down(Some(&mut output), session.recorder.as_ref())
+        .await;
+    session.close_recorder().await;
     code
 }
 
@@ -147,6 +185,10 @@ struct Session {
     tools: &'static [(ToolDef, Tool)],
     negotiated: Option<&'static str>,
     handles: Handles,
+    /// `--record-activity`'s recorder; `None` records nothing.
+    recorder: Option<Recorder>,
+    /// Records of the line being answered, noted once that line is written.
+    owed: Vec<activity::Record>,
 }
 
 /// What one message came to.
@@ -164,12 +206,30 @@ struct Waiting {
     revision: &'static str,
     serial: u64,
     task: JoinHandle<Outcome>,
+    /// Set when recording: the call's record is finished when its answer is.
+    started: Option<Started>,
 }
 
 impl Session {
     /// The session's revision: the negotiated one, else the newest handshake revision.
     fn revision(&self) -> &'static str {
         self.negotiated.unwrap_or(NEWEST_HANDSHAKE)
+    }
+
+    /// Hands records of written answers to the recorder (which only queues them).
+    fn note(&self, records: Vec<activity::Record>) {
+        if let Some(recorder) = &self.recorder {
+            for record in records {
+                recorder.note(record);
+            }
+        }
+    }
+
+    /// Gives queued records a moment to be delivered as the session ends.
+    async fn close_recorder(&mut self) {
+        if let Some(recorder) = self.recorder.take() {
+            recorder.close().await;
+        }
     }
 
     /// The line to write for `bytes`, if any (tool work may answer later through `work`).
@@ -187,7 +247,7 @@ impl Session {
                 Step::Silent => None,
                 Step::Answer(answer) => Some(wire::line(&answer)),
                 Step::Wait(waiting) => {
-                    work.assemble(vec![Step::Wait(waiting)], false);
+                    work.assemble(vec![Step::Wait(waiting)], false, Vec::new());
                     None
                 }
             },
@@ -226,7 +286,8 @@ impl Session {
             .filter(|step| !matches!(step, Step::Silent))
             .collect();
         if steps.iter().any(|step| matches!(step, Step::Wait(_))) {
-            work.assemble(steps, true);
+            // The batch's answers are written together, later: so are their records.
+            work.assemble(steps, true, std::mem::take(&mut self.owed));
             return None;
         }
         let answers: Vec<Answer> = steps
@@ -270,12 +331,13 @@ impl Session {
             },
         };
         tracing::debug!(method = %request.method, revision, "request");
-        self.dispatch(&request, id, revision, work)
+        self.dispatch(&request, raw.len(), id, revision, work)
     }
 
     fn dispatch(
         &mut self,
         request: &Request,
+        request_bytes: usize,
         id: &Id,
         revision: &'static str,
         work: &mut Work,
@@ -295,7 +357,7 @@ impl Session {
             "server/discover" => Ok(methods::discover()),
             "ping" => Ok(json!({})),
             "tools/list" => Ok(methods::tools_list(self.tools)),
-            "tools/call" => return self.call(params, id, revision, work),
+            "tools/call" => return self.recorded_call(params, request_bytes, id, revision, work),
             "resources/list" => Ok(methods::resources_list()),
             "resources/templates/list" => Ok(methods::resource_templates_list()),
             "resources/read" => methods::resources_read(params),
@@ -312,26 +374,58 @@ impl Session {
         })
     }
 
+    /// `call`, and when recording, its record: owed until the answer is written, or carried
+    /// by the waiting work. Only a tool of this server's catalog is recorded, under the
+    /// catalog's own name, never the caller's string.
+    fn recorded_call(
+        &mut self,
+        params: &serde_json::Map<String, Value>,
+        request_bytes: usize,
+        id: &Id,
+        revision: &'static str,
+        work: &mut Work,
+    ) -> Step {
+        let known = self.recorder.as_ref().and_then(|_| {
+            let name = params.get("name").and_then(Value::as_str)?;
+            self.tools
+                .iter()
+                .find(|(def, _)| def.name == name)
+                .map(|(def, _)| def.name)
+        });
+        let started = known.map(|tool| Started::now(tool, request_bytes));
+        let (mut step, status) = self.call(params, id, revision, work);
+        match (&mut step, started) {
+            (Step::Answer(answer), Some(started)) => {
+                let bytes = wire::line(answer).len().saturating_sub(1);
+                self.owed.push(started.finish(status, bytes));
+            }
+            (Step::Wait(waiting), started) => waiting.started = started,
+            _ => {}
+        }
+        step
+    }
+
     /// `tools/call`: malformed params are JSON-RPC errors; arguments that fail the tool's
-    /// published schema, a full queue and the tool's own failures are tool errors.
+    /// published schema, a full queue and the tool's own failures are tool errors. With the
+    /// step, how the call ended (for a `Step::Wait`, decided when its work ends).
     fn call(
         &mut self,
         params: &serde_json::Map<String, Value>,
         id: &Id,
         revision: &'static str,
         work: &mut Work,
-    ) -> Step {
+    ) -> (Step, Status) {
         let tool_error = |text: &str| {
-            Step::Answer(Answer::result(
-                id,
-                methods::tool_error(text),
-                revision,
-                "tools/call",
-            ))
+            let answer = Answer::result(id, methods::tool_error(text), revision, "tools/call");
+            (Step::Answer(answer), Status::ToolError)
+        };
+        let protocol_error = |error: RpcError| {
+            let answer = Answer::error(Some(id), error, revision);
+            (Step::Answer(answer), Status::ProtocolError)
         };
         let ((def, tool), arguments) = match methods::call_target(params, self.tools) {
             Ok(target) => target,
-            Err(e) => return Step::Answer(Answer::error(Some(id), e, revision)),
+            Err(e) => return protocol_error(e),
         };
         let checked = Value::Object(arguments.clone());
         if let Err(text) = schema::validate(&def.input_schema, &checked, "arguments") {
@@ -343,7 +437,7 @@ impl Session {
                  running; give each request its own id",
                 visible(id.key())
             ));
-            return Step::Answer(Answer::error(Some(id), error, revision));
+            return protocol_error(error);
         }
         // Checked before the tool runs, so a refused call has no effect at all (no handle
         // consumed by a stop that would then not run).
@@ -358,17 +452,30 @@ impl Session {
             handles: &mut self.handles,
         };
         match (tool.run)(&arguments, &mut cx) {
-            Reply::Now(outcome) => Step::Answer(Answer::result(
-                id,
-                methods::tool_result(outcome),
-                revision,
-                "tools/call",
-            )),
-            Reply::Later(pending) => Step::Wait(work.start(id.clone(), revision, pending, false)),
-            Reply::Committed(pending) => {
-                Step::Wait(work.start(id.clone(), revision, pending, true))
+            Reply::Now(outcome) => {
+                let status = status_of(&outcome);
+                let result = methods::tool_result(outcome);
+                let answer = Answer::result(id, result, revision, "tools/call");
+                (Step::Answer(answer), status)
             }
+            // The status of waiting work is decided when it ends (`Work::assemble`).
+            Reply::Later(pending) => (
+                Step::Wait(work.start(id.clone(), revision, pending, false)),
+                Status::Ok,
+            ),
+            Reply::Committed(pending) => (
+                Step::Wait(work.start(id.clone(), revision, pending, true)),
+                Status::Ok,
+            ),
         }
+    }
+}
+
+/// The recorded status of a tool's outcome.
+fn status_of(outcome: &Outcome) -> Status {
+    match outcome {
+        Outcome::Done { .. } => Status::Ok,
+        Outcome::Failed(_) => Status::ToolError,
     }
 }
 
@@ -395,6 +502,8 @@ struct Work {
 struct Finished {
     ended: Vec<(String, u64)>,
     line: Option<Vec<u8>>,
+    /// When recording: the records of the line's calls, noted once the line is written.
+    records: Vec<activity::Record>,
 }
 
 impl Work {
@@ -426,12 +535,14 @@ impl Work {
             revision,
             serial,
             task,
+            started: None,
         }
     }
 
     /// Awaits the line's waiting calls in order (as its own task) and gives its line: one
-    /// answer, or (for a batch) the array of every answer in order.
-    fn assemble(&mut self, steps: Vec<Step>, batch: bool) {
+    /// answer, or (for a batch) the array of every answer in order, with `records` (those of
+    /// the line's immediate answers) and the waiting calls' own.
+    fn assemble(&mut self, steps: Vec<Step>, batch: bool, mut records: Vec<activity::Record>) {
         self.done.spawn(async move {
             let mut answers = Vec::new();
             let mut ended = Vec::new();
@@ -444,19 +555,30 @@ impl Work {
                         let outcome = match waiting.task.await {
                             Ok(outcome) => outcome,
                             // Cancelled by the client: no answer at all.
-                            Err(e) if e.is_cancelled() => continue,
+                            Err(e) if e.is_cancelled() => {
+                                if let Some(started) = waiting.started {
+                                    records.push(started.finish(Status::Cancelled, 0));
+                                }
+                                continue;
+                            }
                             Err(_) => Outcome::Failed(
                                 "the tool stopped unexpectedly; nothing more is known about \
                                  its effect, so look again before retrying"
                                     .to_owned(),
                             ),
                         };
-                        answers.push(Answer::result(
+                        let status = status_of(&outcome);
+                        let answer = Answer::result(
                             &waiting.id,
                             methods::tool_result(outcome),
                             waiting.revision,
                             "tools/call",
-                        ));
+                        );
+                        if let Some(started) = waiting.started {
+                            let bytes = wire::line(&answer).len().saturating_sub(1);
+                            records.push(started.finish(status, bytes));
+                        }
+                        answers.push(answer);
                     }
                 }
             }
@@ -465,20 +587,26 @@ impl Work {
             } else {
                 answers.first().map(wire::line)
             };
-            Finished { ended, line }
+            Finished {
+                ended,
+                line,
+                records,
+            }
         });
     }
 
-    /// Books a finished line's calls as ended; the line to write.
+    /// Books a finished line's calls as ended; the line to write, and its calls' records (to
+    /// note once it is written).
     fn finish(
         &mut self,
         joined: Option<Result<Finished, tokio::task::JoinError>>,
-    ) -> Option<Vec<u8>> {
-        let finished = match joined? {
-            Ok(finished) => finished,
-            Err(e) => {
+    ) -> (Option<Vec<u8>>, Vec<activity::Record>) {
+        let finished = match joined {
+            None => return (None, Vec::new()),
+            Some(Ok(finished)) => finished,
+            Some(Err(e)) => {
                 tracing::error!(error = %e, "a tool's answer was lost");
-                return None;
+                return (None, Vec::new());
             }
         };
         for (key, serial) in finished.ended {
@@ -487,7 +615,7 @@ impl Work {
                 self.running.remove(&key);
             }
         }
-        finished.line
+        (finished.line, finished.records)
     }
 
     /// Aborts the running call with this id key, if any; its answer is never sent. Committed
@@ -506,7 +634,11 @@ impl Work {
 
     /// At the end of the session: aborts every call that may be abandoned, then waits for the
     /// committed ones (stops under way) to end, writing their answers to `output` while it can.
-    async fn wind_down<W: AsyncWrite + Unpin>(&mut self, mut output: Option<&mut W>) {
+    async fn wind_down<W: AsyncWrite + Unpin>(
+        &mut self,
+        mut output: Option<&mut W>,
+        recorder: Option<&Recorder>,
+    ) {
         self.running.retain(|_, running| {
             if !running.committed {
                 running.abort.abort();
@@ -514,10 +646,19 @@ impl Work {
             running.committed
         });
         while let Some(joined) = self.done.join_next().await {
-            if let (Some(line), Some(out)) = (self.finish(Some(joined)), output.as_mut())
-                && write(out, &line).await.is_err()
-            {
-                output = None;
+            let (line, records) = self.finish(Some(joined));
+            let mut written = line.is_none();
+            if let (Some(line), Some(out)) = (line, output.as_mut()) {
+                written = write(out, &line).await.is_ok();
+                if !written {
+                    output = None;
+                }
+            }
+            // Records only of answers that were written (or of calls cancelled unanswered).
+            if let Some(recorder) = recorder.filter(|_| written) {
+                for record in records {
+                    recorder.note(record);
+                }
             }
         }
     }

@@ -38,25 +38,58 @@ pub(crate) struct Found {
 /// The product `p` runs, if any. The executable decides when it can be read; only when it
 /// cannot (another account's process) does `argv[0]` stand in for it.
 pub(crate) fn product_of(p: &Proc) -> Option<&'static Product> {
+    recognise(p).map(|(prod, _)| prod)
+}
+
+/// How a process was recognised, in words for `recognised_by`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Signal {
+    ExecutablePath,
+    ExecutableName,
+    EntryScript,
+    EntryModule,
+    /// The executable could not be read; `argv[0]` stood in (inferred, not observed).
+    Argv0,
+}
+
+impl Signal {
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Signal::ExecutablePath => "executable path",
+            Signal::ExecutableName => "executable name",
+            Signal::EntryScript => "runtime entry script",
+            Signal::EntryModule => "runtime entry module",
+            Signal::Argv0 => "argv[0] (executable unreadable)",
+        }
+    }
+}
+
+/// The product `p` runs and the signal that said so.
+pub(crate) fn recognise(p: &Proc) -> Option<(&'static Product, Signal)> {
     let exe = p.exe.as_deref().and_then(Path::to_str);
-    let image = match exe {
-        Some(e) => e,
-        None => p.argv.first()?.as_str(),
+    let (image, readable) = match exe {
+        Some(e) => (e, true),
+        None => (p.argv.first()?.as_str(), false),
     };
     // The kernel marks a replaced executable "(deleted)" (an agent upgraded while running).
     let image = image.strip_suffix(" (deleted)").unwrap_or(image);
-    if let Some(prod) = catalog::by_path(image).or_else(|| catalog::by_name(script_name(image))) {
-        return Some(prod);
+    let direct = |s: Signal| if readable { s } else { Signal::Argv0 };
+    if let Some(prod) = catalog::by_path(image) {
+        return Some((prod, direct(Signal::ExecutablePath)));
     }
-    match entry(&p.argv, script_name(image))? {
-        Entry::Script(script) => {
-            catalog::by_path(script).or_else(|| catalog::by_entry(script_name(script)))
-        }
+    if let Some(prod) = catalog::by_name(script_name(image)) {
+        return Some((prod, direct(Signal::ExecutableName)));
+    }
+    let found = match entry(&p.argv, script_name(image))? {
+        Entry::Script(script) => catalog::by_path(script)
+            .or_else(|| catalog::by_entry(script_name(script)))
+            .map(|prod| (prod, Signal::EntryScript)),
         Entry::Module(module) => {
             let top = module.split('.').next().unwrap_or(module);
-            catalog::by_entry(top)
+            catalog::by_entry(top).map(|prod| (prod, Signal::EntryModule))
         }
-    }
+    };
+    found.map(|(prod, s)| (prod, direct(s)))
 }
 
 /// Every agent of the snapshot, in pid order.

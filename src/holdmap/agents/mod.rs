@@ -8,6 +8,7 @@
 //! `argv[0]`) when its executable path says otherwise; count the agent's own listeners or
 //! protected processes' as ports it started.
 
+mod access;
 pub(crate) mod capabilities;
 pub(crate) mod catalog;
 pub(crate) mod detect;
@@ -15,6 +16,8 @@ pub(crate) mod entry;
 mod flow;
 pub(crate) mod list;
 pub(crate) mod model;
+pub(crate) mod report;
+pub(crate) mod tools;
 
 use std::collections::BTreeSet;
 
@@ -92,5 +95,7 @@ fn ports_of(snap: &Snapshot, agent: &detect::Found) -> Vec<(u16, Protocol)> {
     out.into_iter().collect()
 }
 
+#[cfg(test)]
+mod list_tests;
 #[cfg(test)]
 mod tests;

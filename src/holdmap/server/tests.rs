@@ -10,7 +10,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::serve;
+use super::{serve, serve_recording};
+use crate::holdmap::activity::{Record, Recorder, Status};
 use crate::holdmap::tool::{Annotations, Cx, Outcome, Reply, Tool, ToolDef};
 use crate::holdmap::world::Live;
 use crate::limits::{HOLDMAP_BATCH_MAX, HOLDMAP_PENDING_MAX};
@@ -149,6 +150,26 @@ impl Client {
             lines: BufReader::new(from_server).lines(),
             server,
         }
+    }
+
+    /// A server recording to a queue the test reads.
+    fn start_recording() -> (Client, tokio::sync::mpsc::Receiver<Record>) {
+        let (recorder, records) = Recorder::detached();
+        let (to_server, server_in) = tokio::io::duplex(4 << 20);
+        let (server_out, from_server) = tokio::io::duplex(4 << 20);
+        let server = tokio::spawn(serve_recording(
+            server_in,
+            server_out,
+            Arc::new(Live),
+            TOOLS.as_slice(),
+            Some(recorder),
+        ));
+        let client = Client {
+            to_server,
+            lines: BufReader::new(from_server).lines(),
+            server,
+        };
+        (client, records)
     }
 
     async fn send_raw(&mut self, text: &str) {
@@ -681,4 +702,63 @@ async fn closing_the_input_waits_for_committed_work_and_still_writes_its_answer(
         .unwrap()
         .unwrap();
     assert_eq!(code, 0);
+}
+
+async fn next_record(records: &mut tokio::sync::mpsc::Receiver<Record>) -> Record {
+    tokio::time::timeout(PATIENCE, records.recv())
+        .await
+        .expect("a record was noted in time")
+        .expect("the recorder is still open")
+}
+
+#[tokio::test]
+async fn each_known_call_is_recorded_once_answered_with_its_catalog_name_and_how_it_ended() {
+    let (mut c, mut records) = Client::start_recording();
+    c.initialize("2025-11-25").await;
+    let answer = c.call(1, "echo", json!({"gate": "canary-XYZ"})).await;
+    assert_eq!(answer["result"]["isError"], json!(false));
+    let r = next_record(&mut records).await;
+    assert_eq!((r.tool, r.status), ("echo", Status::Ok));
+    // The answer echoes the argument, so it is larger than the request.
+    assert!(
+        r.result_bytes > r.request_bytes && r.request_bytes > 0,
+        "{r:?}"
+    );
+
+    c.call(2, "echo", json!({"canary-XYZ": 1})).await;
+    assert_eq!(next_record(&mut records).await.status, Status::ToolError);
+    // An unknown tool is not recorded; a known one in a malformed call is a protocol error.
+    c.call(3, "canary-XYZ", json!({})).await;
+    c.request(4, "tools/call", json!({"name": "echo", "arguments": 5}))
+        .await;
+    let r = next_record(&mut records).await;
+    assert_eq!((r.tool, r.status), ("echo", Status::ProtocolError));
+
+    let release = new_gate("recorded_later");
+    c.send(call_line(5, "gate", json!({"gate": "recorded_later"})))
+        .await;
+    release.send(()).unwrap();
+    assert_eq!(c.recv().await["id"], json!(5));
+    let r = next_record(&mut records).await;
+    assert_eq!((r.tool, r.status), ("gate", Status::Ok));
+    assert!(r.result_bytes > 0);
+
+    let mut held = new_gate("recorded_cancelled");
+    c.send(call_line(6, "gate", json!({"gate": "recorded_cancelled"})))
+        .await;
+    c.send(json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":6}}))
+        .await;
+    tokio::time::timeout(PATIENCE, held.closed())
+        .await
+        .expect("the cancelled work was dropped");
+    let r = next_record(&mut records).await;
+    assert_eq!(
+        (r.tool, r.status, r.result_bytes),
+        ("gate", Status::Cancelled, 0)
+    );
+
+    c.request(7, "ping", json!({})).await;
+    assert_eq!(c.close().await, 0);
+    // Nothing else was noted: the ping, the unknown tool and initialize are not tool calls.
+    assert!(records.recv().await.is_none());
 }
