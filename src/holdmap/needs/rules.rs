@@ -218,7 +218,9 @@ pub(crate) fn needs(snap: &Snapshot, reports: &[AgentReport], insights: &[Insigh
     }
     dev_server_needs(snap, reports, &mut out);
     for i in insights.iter().filter(|i| i.state == "open") {
-        out.push(insight_need(i));
+        if !repeats_a_live_need(&out, i) {
+            out.push(insight_need(i));
+        }
     }
     sort(&mut out);
     out
@@ -573,6 +575,25 @@ fn dev_server_needs(snap: &Snapshot, reports: &[AgentReport], out: &mut Vec<Need
         n.preview_port = preview;
         out.push(n);
     }
+}
+
+/// The rules whose findings the live server checks make again, fresher: a stored finding of
+/// one of them about a server a live need already names is not listed twice.
+const LIVE_RULES: &[&str] = &["unpinned", "pin-unknown", "not-routed", "unrecognized"];
+
+fn repeats_a_live_need(live: &[Need], i: &Insight) -> bool {
+    let (Some(source), Some(alias)) = (i.source.as_deref(), i.alias.as_deref()) else {
+        return false;
+    };
+    LIVE_RULES.contains(&i.rule.as_str())
+        && live.iter().any(|n| {
+            n.subject.what == "server"
+                && n.subject.alias.as_deref() == Some(alias)
+                && n.subject
+                    .source
+                    .as_ref()
+                    .is_some_and(|p| p.display().to_string() == source)
+        })
 }
 
 fn insight_need(i: &Insight) -> Need {

@@ -95,6 +95,12 @@ fn insight(id: &str, severity: &str, state: &str) -> Insight {
         detail: "some-mcp has no version".into(),
         action: Some("pin some-mcp@1.2.3".into()),
         found_at_ms: 1,
+        rule: "unpinned".into(),
+        source: None,
+        alias: None,
+        package: None,
+        pin: None,
+        routing: None,
     }
 }
 
@@ -619,4 +625,21 @@ fn past_the_cap_the_most_severe_are_listed_and_the_rest_counted() {
     assert_eq!(structured["counts"]["low"], json!(200));
     assert!(structured["limits"].to_string().contains("most severe"));
     crate::holdmap::catalog::check_output("list_needs", &structured);
+}
+
+#[test]
+fn a_stored_pin_or_routing_finding_about_a_server_a_live_need_names_is_not_listed_twice() {
+    let r = with_servers(agent(1100), vec![npx_server()]);
+    let mut same = insight("i1", "medium", "open");
+    same.source = Some("/home/u/.claude.json".into());
+    same.alias = Some("some".into());
+    let mut other_rule = same.clone();
+    other_rule.id = "i2".into();
+    other_rule.rule = "known-vulnerable".into();
+    let mut other_server = same.clone();
+    other_server.id = "i3".into();
+    other_server.alias = Some("github".into());
+    let ns = needs(&machine(), &[r], &[same, other_rule, other_server]);
+    let findings = of_kind(&ns, Kind::AnalyzerFinding);
+    assert_eq!(findings.len(), 2, "{ns:?}");
 }
