@@ -489,6 +489,30 @@ pub const HOLDMAP_TOOL_NAME_CHARS_MAX: usize = 96;
 const _: () = assert!(HOLDMAP_AGENT_TOOLS_MAX <= HOLDMAP_AGENT_PROCESSES_MAX);
 
 // --- added by capabilities (include_capabilities) ---
+/// Largest client settings file (bytes) holdmap reads for permission rules and safety settings
+/// (`~/.claude/settings.json`, VS Code's `settings.json`, …): these are hand-written and small;
+/// a file past this is refused, never read in part.
+pub(crate) const CLIENT_SETTINGS_BYTES_MAX: usize = 1024 * 1024;
+/// Most permission rules kept per settings file (the rest are counted).
+pub(crate) const CLIENT_RULES_PER_FILE_MAX: usize = 256;
+/// Longest permission rule returned (characters, after cleaning).
+pub(crate) const CLIENT_RULE_CHARS_MAX: usize = 200;
+/// Longest setting value returned (characters, after cleaning).
+pub(crate) const CLIENT_SETTING_CHARS_MAX: usize = 200;
+/// Most skill folders read per skills directory (the rest are counted).
+pub(crate) const CLIENT_SKILLS_PER_DIR_MAX: usize = 128;
+/// Most bytes of a SKILL.md read for its YAML header: a header that does not close within it
+/// is refused.
+pub(crate) const CLIENT_SKILL_HEADER_BYTES_MAX: usize = 4096;
+/// Most lines of a SKILL.md's YAML header read.
+pub(crate) const CLIENT_SKILL_HEADER_LINES_MAX: usize = 40;
+/// Longest skill name or purpose returned (characters, after cleaning).
+pub(crate) const CLIENT_SKILL_TEXT_CHARS_MAX: usize = 200;
+/// Most files listed per instruction-rules folder (`.cursor/rules/`; the rest are counted).
+pub(crate) const CLIENT_INSTRUCTION_FILES_MAX: usize = 64;
+
+const _: () = assert!(CLIENT_SETTINGS_BYTES_MAX <= CLIENT_CONFIG_BYTES_MAX);
+const _: () = assert!(CLIENT_SKILL_HEADER_BYTES_MAX < CLIENT_SETTINGS_BYTES_MAX);
 
 // --- added by flow (get_agent_flow) ---
 /// Most nodes one `get_agent_flow` result holds when the caller does not say (`max_nodes`), and

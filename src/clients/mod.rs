@@ -14,8 +14,11 @@
 
 mod entries;
 pub(crate) mod inspect;
+pub(crate) mod instructions;
 pub mod json;
 pub(crate) mod routed;
+pub(crate) mod settings;
+pub(crate) mod skills;
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};

@@ -9,11 +9,22 @@
 //! a file of another account's agent; call anything "loaded" or "used" (definitions prove
 //! neither).
 
+mod render;
+
 use std::path::{Path, PathBuf};
 
+use serde_json::Value;
+
 use crate::clients::routed::{self, Judge, Routing};
-use crate::clients::{self, ClientId, FileState, Places, ServerEntry, inspect};
-use crate::holdmap::agents::model::{ConfiguredServer, SourceFile};
+use crate::clients::settings::{self, SettingsState, clean};
+use crate::clients::{
+    self, ClientId, FileState, Places, ServerEntry, inspect, instructions, skills,
+};
+use crate::holdmap::agents::model::{
+    AgentReport, Capabilities, ConfiguredServer, PermissionRule, SafetySetting, Skill, SourceFile,
+};
+use crate::holdmap::model::Snapshot;
+use crate::limits;
 
 /// The judge of "routed through Holdcall" for holdmap: the `holdcall` binary installed in the
 /// same directory as this `holdmap` (one package, one install). None found: nothing is routed.
@@ -33,6 +44,16 @@ pub(crate) fn configured_servers(
     client: ClientId,
     judge: &Judge,
 ) -> (Vec<SourceFile>, Vec<ConfiguredServer>) {
+    servers_with(places, client, judge, |_, _| Vec::new())
+}
+
+/// [`configured_servers`], each server's `running_pids` from `running` (its entry and routing).
+fn servers_with(
+    places: &Places,
+    client: ClientId,
+    judge: &Judge,
+    running: impl Fn(&ServerEntry, &Routing) -> Vec<i32>,
+) -> (Vec<SourceFile>, Vec<ConfiguredServer>) {
     let mut sources = Vec::new();
     let mut servers = Vec::new();
     for spec in places.files().into_iter().filter(|s| s.client == client) {
@@ -40,12 +61,12 @@ pub(crate) fn configured_servers(
             FileState::Missing => ("missing", None),
             FileState::Refused(why) => ("refused", Some(why)),
             FileState::Read(loaded) => {
-                servers.extend(
-                    loaded
-                        .entries
-                        .iter()
-                        .map(|e| configured(client, &spec.path, e, judge)),
-                );
+                for e in &loaded.entries {
+                    let (routing, _) = routed::classify(e, judge);
+                    let mut server = configured(client, &spec.path, e, &routing);
+                    server.running_pids = running(e, &routing);
+                    servers.push(server);
+                }
                 ("read", None)
             }
         };
@@ -61,21 +82,18 @@ pub(crate) fn configured_servers(
 
 /// One entry as metadata: its runner and package read from the command it really runs (after
 /// `holdcall serve … --` when routed), never its arguments.
-fn configured(client: ClientId, source: &Path, e: &ServerEntry, judge: &Judge) -> ConfiguredServer {
-    let (routing, _) = routed::classify(e, judge);
-    let upstream = routed::upstream(e, &routing);
+fn configured(
+    client: ClientId,
+    source: &Path,
+    e: &ServerEntry,
+    routing: &Routing,
+) -> ConfiguredServer {
+    let upstream = routed::upstream(e, routing);
     let (runner, package, pin) = match &upstream {
         Some((cmd, args)) => {
-            let (name, _) = inspect::server_name(cmd, args);
-            let runner = Path::new(cmd)
-                .file_name()
-                .and_then(|n| n.to_str())
-                .map(str::to_string);
-            (
-                runner,
-                Some(name).filter(|n| !n.is_empty()),
-                inspect::pin(cmd, args),
-            )
+            let runner =
+                Some(clean(base(cmd), limits::CLIENT_SETTING_CHARS_MAX)).filter(|r| !r.is_empty());
+            (runner, package_of(cmd, args), inspect::pin(cmd, args))
         }
         None if e.url.is_some() => (None, None, inspect::Pin::Unknown("a remote server".into())),
         None => (
@@ -84,25 +102,33 @@ fn configured(client: ClientId, source: &Path, e: &ServerEntry, judge: &Judge) -
             inspect::Pin::Unknown("no command to read".into()),
         ),
     };
-    let routing_detail = match &routing {
+    let routing_detail = match routing {
         Routing::OtherHoldcall(o) => Some(o.reason()),
         Routing::Unrecognized(why) => Some(why.clone()),
         _ => None,
     };
     ConfiguredServer {
         client: client.id(),
-        alias: e.name.clone(),
-        scope: e.scope.clone(),
+        alias: crate::text::visible(&e.name),
+        scope: crate::text::visible(&e.scope),
         source: source.to_path_buf(),
         transport: e.transport.clone(),
         enabled: e.enabled,
         runner,
         package,
         pin: pin.label(),
-        pin_detail: pin.detail().to_string(),
+        pin_detail: clean(pin.detail(), limits::CLIENT_SETTING_CHARS_MAX),
         remote_host: e.url.as_deref().and_then(url_host),
-        env_names: e.env_names.clone(),
-        header_names: e.header_names.clone(),
+        env_names: e
+            .env_names
+            .iter()
+            .map(|n| crate::text::visible(n))
+            .collect(),
+        header_names: e
+            .header_names
+            .iter()
+            .map(|n| crate::text::visible(n))
+            .collect(),
         routing: routing.label(),
         routing_detail,
         running_pids: Vec::new(),
@@ -118,6 +144,122 @@ pub(crate) fn url_host(url: &str) -> Option<String> {
     (!host.is_empty()).then(|| host.to_string())
 }
 
+/// The package a server command runs, without its version: from `inspect::server_name`'s
+/// reading of an npm or Python runner or a container image (scope kept: `@scope/pkg`). None
+/// for a script or a binary (its runner says what it is).
+fn package_of(cmd: &str, args: &[String]) -> Option<String> {
+    let (_, from) = inspect::server_name(cmd, args);
+    let package = if let Some(spec) = from.strip_prefix("the npm package ") {
+        let (name, _) = match spec.strip_prefix('@') {
+            Some(rest) => rest
+                .split_once('@')
+                .map(|(n, v)| (format!("@{n}"), Some(v)))
+                .unwrap_or((spec.to_string(), None)),
+            None => spec
+                .split_once('@')
+                .map(|(n, v)| (n.to_string(), Some(v)))
+                .unwrap_or((spec.to_string(), None)),
+        };
+        name
+    } else if let Some(spec) = from.strip_prefix("the Python package ") {
+        spec.split(['=', '<', '>', '~', '!', '@', '[', ';', ' '])
+            .next()
+            .unwrap_or(spec)
+            .to_string()
+    } else if let Some(image) = from.strip_prefix("the image ") {
+        let no_digest = image.split('@').next().unwrap_or(image);
+        // A tag follows the last `:` after the last `/` (`host:5000/img:tag`).
+        let slash = no_digest.rfind('/').map_or(0, |i| i + 1);
+        match no_digest.get(slash..).and_then(|last| last.rfind(':')) {
+            Some(colon) => no_digest
+                .get(..slash + colon)
+                .unwrap_or(no_digest)
+                .to_string(),
+            None => no_digest.to_string(),
+        }
+    } else {
+        return None;
+    };
+    let package = clean(&package, limits::CLIENT_SETTING_CHARS_MAX);
+    (!package.is_empty()).then_some(package)
+}
+
+/// The base name of a program path.
+fn base(path: &str) -> &str {
+    Path::new(path)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(path)
+}
+
+/// Interpreters a launcher script runs under: `node …/npx -y pkg`, `python3 …/bin/npx …`.
+const INTERPRETERS: &[&str] = &[
+    "node", "nodejs", "bun", "deno", "python", "python3", "sh", "bash", "dash", "zsh",
+];
+
+/// A launcher's file name as it may show in a process: itself, or its script (`npx-cli.js`).
+fn same_launcher(shown: &str, configured: &str) -> bool {
+    let strip = |s: &'static str, x: &str| x.strip_suffix(s).map(str::to_string);
+    let stem = |x: &str| {
+        let x = [".js", ".cjs", ".mjs", ".py"]
+            .iter()
+            .find_map(|s| strip(s, x))
+            .unwrap_or_else(|| x.to_string());
+        x.strip_suffix("-cli").map(str::to_string).unwrap_or(x)
+    };
+    shown == configured || stem(shown) == configured
+}
+
+/// Whether `argv` runs `cmd` with exactly `args`. The rule: the launcher's base name is the
+/// process's first word, or its second when the first is an interpreter (a script with a
+/// `#!` line shows as `node /usr/bin/npx -y pkg`), and the words after it are exactly `args`.
+/// Base names, because a client resolves a bare `npx` on its own PATH.
+pub(crate) fn runs(argv: &[String], cmd: &str, args: &[String]) -> bool {
+    let want = base(cmd);
+    if want.is_empty() {
+        return false;
+    }
+    let at = |i: usize| {
+        argv.get(i).is_some_and(|w| same_launcher(base(w), want))
+            && argv.get(i + 1..).is_some_and(|rest| rest == args)
+    };
+    if at(0) {
+        return true;
+    }
+    let first = argv.first().map(|w| base(w)).unwrap_or("");
+    let interpreter = INTERPRETERS.contains(&first)
+        || first
+            .strip_prefix("python")
+            .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'));
+    interpreter && at(1)
+}
+
+/// The agent's member processes in `snap` that run `server` now: the entry's own command line,
+/// or (routed) the upstream after `holdcall serve … --`.
+fn running_pids(
+    report: &AgentReport,
+    snap: &Snapshot,
+    entry: &ServerEntry,
+    routing: &Routing,
+) -> Vec<i32> {
+    let mut forms: Vec<(String, Vec<String>)> = Vec::new();
+    if let Some(cmd) = &entry.command {
+        forms.push((cmd.clone(), entry.args.clone()));
+    }
+    if let Some(up) = routed::upstream(entry, routing) {
+        forms.push(up);
+    }
+    report
+        .process_ids
+        .iter()
+        .copied()
+        .filter(|pid| {
+            snap.proc(*pid)
+                .is_some_and(|p| !p.is_zombie() && forms.iter().any(|(c, a)| runs(&p.argv, c, a)))
+        })
+        .collect()
+}
+
 /// The places for an agent working in `project`: holdmap's own HOME (only same-account agents
 /// get capabilities) with that project directory.
 pub(crate) fn places_for(project: Option<&PathBuf>) -> Option<Places> {
@@ -128,39 +270,176 @@ pub(crate) fn places_for(project: Option<&PathBuf>) -> Option<Places> {
     })
 }
 
+/// The project an agent works in: its first folder, else its own working directory.
+fn project_of(report: &AgentReport, snap: &Snapshot) -> Option<PathBuf> {
+    report
+        .folders
+        .first()
+        .map(|f| f.project.clone().unwrap_or_else(|| f.path.clone()))
+        .or_else(|| snap.proc(report.pid).and_then(|p| p.cwd.clone()))
+}
+
 /// What `report`'s client's files define, for `list_agents` with `include_capabilities`: its
 /// servers (each marked running when one of the agent's processes in `snap` runs it), permission
 /// rules, safety settings, instruction files and skills. `list` calls it only for an agent of
-/// holdmap's own account. (Skeleton: servers only.)
-pub(crate) fn of(
-    report: &crate::holdmap::agents::model::AgentReport,
-    _snap: &crate::holdmap::model::Snapshot,
-) -> crate::holdmap::agents::model::Capabilities {
-    let mut caps = crate::holdmap::agents::model::Capabilities::default();
+/// holdmap's own account.
+pub(crate) fn of(report: &AgentReport, snap: &Snapshot) -> Capabilities {
+    let project = project_of(report, snap);
+    match places_for(project.as_ref()) {
+        Some(places) => of_at(report, snap, &places, &holdcall_judge()),
+        None => {
+            let mut caps = Capabilities::default();
+            caps.limits.push(DEFINITIONS_LIMIT.to_string());
+            caps.limits.push(
+                "HOME is not set for holdmap or the working directory cannot be read: no configuration file was read"
+                    .to_string(),
+            );
+            caps
+        }
+    }
+}
+
+/// Said in every capabilities object.
+pub(crate) const DEFINITIONS_LIMIT: &str = "definitions in files do not prove the server was loaded, connected or used; files are read under holdmap's own HOME, which may differ from the agent's environment";
+
+/// [`of`] with its places and judge given (the unit tests' entry point).
+pub(crate) fn of_at(
+    report: &AgentReport,
+    snap: &Snapshot,
+    places: &Places,
+    judge: &Judge,
+) -> Capabilities {
+    let mut caps = Capabilities::default();
+    caps.limits.push(DEFINITIONS_LIMIT.to_string());
+    caps.limits.push(
+        "running_pids matches the command lines of the agent's own processes; a server started by anything else, renamed or wrapped is not seen as running"
+            .to_string(),
+    );
+    let (instructions, omitted) = instructions::existing(&instructions::places_of(
+        places,
+        report.client,
+        report.product,
+    ));
+    caps.instructions = instructions;
+    if omitted > 0 {
+        caps.limits.push(format!(
+            "{omitted} more instruction files in rule folders are not listed"
+        ));
+    }
     let Some(client) = report.client else {
         caps.limits.push(format!(
-            "holdmap reads no MCP configuration files of {}",
-            report.name
+            "holdmap has no reader for {}'s MCP configuration, permission or skill files",
+            crate::text::visible(report.name)
         ));
         return caps;
     };
-    let project = report.folders.first().map(|f| f.path.clone());
-    if let Some(places) = places_for(project.as_ref()) {
-        let (sources, servers) = configured_servers(&places, client, &holdcall_judge());
-        caps.sources = sources;
-        caps.servers = servers;
+    let (sources, servers) = servers_with(places, client, judge, |e, routing| {
+        running_pids(report, snap, e, routing)
+    });
+    caps.sources = sources;
+    caps.servers = servers;
+    settings_into(&mut caps, places, client);
+    skills_into(&mut caps, places, client);
+    for s in &caps.sources {
+        if let Some(why) = &s.reason {
+            caps.limits.push(format!(
+                "{} was not read: {why}",
+                crate::text::visible(&s.path.to_string_lossy())
+            ));
+        }
     }
     caps
 }
 
+fn settings_into(caps: &mut Capabilities, places: &Places, client: ClientId) {
+    let files = settings::files(places, client);
+    if files.is_empty() {
+        caps.limits.push(format!(
+            "holdmap reads no permission or safety settings of {}",
+            client.id()
+        ));
+    }
+    for spec in files {
+        let (state, reason) = match settings::read(&spec) {
+            SettingsState::Missing => ("missing", None),
+            SettingsState::Refused(why) => ("refused", Some(why)),
+            SettingsState::Read(said) => {
+                caps.permissions
+                    .extend(said.rules.into_iter().map(|r| PermissionRule {
+                        client: spec.client.id(),
+                        effect: r.effect,
+                        rule: r.rule,
+                        source: spec.path.clone(),
+                    }));
+                caps.settings
+                    .extend(said.settings.into_iter().map(|s| SafetySetting {
+                        client: spec.client.id(),
+                        name: s.name,
+                        value: s.value,
+                        risky: s.risky,
+                        source: spec.path.clone(),
+                    }));
+                if said.rules_omitted > 0 {
+                    caps.limits.push(format!(
+                        "{} more permission rules in {} are not listed",
+                        said.rules_omitted,
+                        crate::text::visible(&spec.path.to_string_lossy())
+                    ));
+                }
+                ("read", None)
+            }
+        };
+        caps.sources.push(SourceFile {
+            path: spec.path.clone(),
+            scope: spec.scope.to_string(),
+            state,
+            reason,
+        });
+    }
+}
+
+fn skills_into(caps: &mut Capabilities, places: &Places, client: ClientId) {
+    for dir in skills::dirs(places, client) {
+        let listing = skills::list(&dir.path);
+        let where_ = crate::text::visible(&dir.path.to_string_lossy());
+        if let Some(why) = &listing.refused {
+            caps.limits
+                .push(format!("the skills folder {where_} was not read: {why}"));
+        }
+        if listing.omitted > 0 {
+            caps.limits.push(format!(
+                "{} more skills in {where_} are not listed",
+                listing.omitted
+            ));
+        }
+        for s in listing.skills {
+            if let Some(why) = &s.refused {
+                caps.limits.push(format!(
+                    "the header of {} was not read: {why}",
+                    crate::text::visible(&s.path.to_string_lossy())
+                ));
+            }
+            caps.skills.push(Skill {
+                client: client.id(),
+                folder: s.folder,
+                path: s.path,
+                scope: dir.scope.to_string(),
+                name: s.name,
+                purpose: s.description,
+            });
+        }
+    }
+}
+
 /// `capabilities` as `list_agents` returns it (a JSON object matching [`output_schema`]).
-/// (Skeleton.)
-pub(crate) fn to_json(_caps: &crate::holdmap::agents::model::Capabilities) -> serde_json::Value {
-    serde_json::json!({})
+pub(crate) fn to_json(caps: &Capabilities) -> Value {
+    render::to_json(caps)
 }
 
 /// The JSON schema of one agent's `capabilities` object, for `list_agents`' output schema.
-/// (Skeleton.)
-pub(crate) fn output_schema() -> serde_json::Value {
-    serde_json::json!({"type": "object"})
+pub(crate) fn output_schema() -> Value {
+    render::output_schema()
 }
+
+#[cfg(test)]
+mod tests;

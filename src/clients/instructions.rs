@@ -1,0 +1,154 @@
+//! Clients' instruction files (CLAUDE.md, AGENTS.md, GEMINI.md, .cursorrules, rule folders,
+//! copilot-instructions.md, …): which exist where a client looks for them. Shared by every
+//! binary; holdmap's `include_capabilities` reports their paths.
+//!
+//! Owns: the table of instruction-file places per client ([`places_of`]) and [`existing`].
+//! Must never: open, read or keep any instruction file's content (existence and file type
+//! only), or list more than `limits::CLIENT_INSTRUCTION_FILES_MAX` entries of a rules folder.
+//! Imports nothing Holdcall-specific.
+
+use std::path::PathBuf;
+
+use super::{ClientId, Places};
+use crate::limits;
+
+/// Where an agent looks for instruction files: single files, and folders whose regular files
+/// are each one (Cursor's `.cursor/rules/`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Spots {
+    pub(crate) files: Vec<PathBuf>,
+    pub(crate) folders: Vec<PathBuf>,
+}
+
+/// The instruction-file places of `client`, or, for an agent holdmap has no config reader for,
+/// of its `product` (`opencode`, `goose`: matched by the product id's words; Aider loads no file by itself).
+pub(crate) fn places_of(places: &Places, client: Option<ClientId>, product: &str) -> Spots {
+    let h = &places.home;
+    let p = &places.project;
+    let mut s = Spots::default();
+    match client {
+        Some(ClientId::ClaudeCode) => {
+            s.files = vec![
+                h.join(".claude/CLAUDE.md"),
+                p.join("CLAUDE.md"),
+                p.join(".claude/CLAUDE.md"),
+                p.join("CLAUDE.local.md"),
+            ];
+        }
+        Some(ClientId::Codex) => {
+            s.files = vec![
+                places.codex_home.join("AGENTS.md"),
+                places.codex_home.join("AGENTS.override.md"),
+                p.join("AGENTS.md"),
+                p.join("AGENTS.override.md"),
+            ];
+        }
+        Some(ClientId::GeminiCli) => {
+            s.files = vec![h.join(".gemini/GEMINI.md"), p.join("GEMINI.md")];
+        }
+        Some(ClientId::Cursor) => {
+            s.files = vec![p.join(".cursorrules"), p.join("AGENTS.md")];
+            s.folders = vec![p.join(".cursor/rules")];
+        }
+        Some(ClientId::VsCode) => {
+            s.files = vec![
+                p.join(".github/copilot-instructions.md"),
+                p.join("AGENTS.md"),
+            ];
+            s.folders = vec![p.join(".github/instructions")];
+        }
+        Some(ClientId::Windsurf) => {
+            s.files = vec![
+                p.join(".windsurfrules"),
+                h.join(".codeium/windsurf/memories/global_rules.md"),
+            ];
+            s.folders = vec![p.join(".windsurf/rules")];
+        }
+        Some(ClientId::ClaudeDesktop) => {}
+        None => {
+            let has = |w: &str| product.split(['-', '_', ' ']).any(|x| x == w);
+            if has("opencode") {
+                s.files = vec![
+                    places.config_dir.join("opencode/AGENTS.md"),
+                    p.join("AGENTS.md"),
+                ];
+            } else if has("goose") {
+                s.files = vec![
+                    places.config_dir.join("goose/.goosehints"),
+                    p.join(".goosehints"),
+                    p.join("AGENTS.md"),
+                ];
+            }
+        }
+    }
+    s
+}
+
+/// The instruction files that exist at `spots`, as regular files (never opened), and how many
+/// more a folder held past the bound.
+pub(crate) fn existing(spots: &Spots) -> (Vec<PathBuf>, usize) {
+    let is_file = |p: &PathBuf| std::fs::metadata(p).is_ok_and(|m| m.is_file());
+    let mut out: Vec<PathBuf> = spots.files.iter().filter(|p| is_file(p)).cloned().collect();
+    let mut omitted = 0;
+    for folder in &spots.folders {
+        let Ok(entries) = std::fs::read_dir(folder) else {
+            continue;
+        };
+        let mut found: Vec<PathBuf> = Vec::new();
+        for e in entries.flatten() {
+            let path = e.path();
+            if !is_file(&path) {
+                continue;
+            }
+            if found.len() >= limits::CLIENT_INSTRUCTION_FILES_MAX {
+                omitted += 1;
+                continue;
+            }
+            found.push(path);
+        }
+        found.sort();
+        out.extend(found);
+    }
+    (out, omitted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn places(home: &std::path::Path, project: &std::path::Path) -> Places {
+        Places {
+            home: home.to_path_buf(),
+            config_dir: home.join(".config"),
+            codex_home: home.join(".codex"),
+            project: project.to_path_buf(),
+        }
+    }
+
+    #[test]
+    fn only_instruction_files_that_exist_are_listed_and_none_is_opened() {
+        let t = tempfile::tempdir().unwrap();
+        let (h, p) = (t.path().join("h"), t.path().join("p"));
+        std::fs::create_dir_all(h.join(".claude")).unwrap();
+        std::fs::create_dir_all(p.join(".cursor/rules")).unwrap();
+        std::fs::write(h.join(".claude/CLAUDE.md"), "BODY").unwrap();
+        std::fs::write(p.join(".cursor/rules/a.mdc"), "BODY").unwrap();
+        // A folder named like an instruction file is not one.
+        std::fs::create_dir_all(p.join("CLAUDE.md")).unwrap();
+        let pl = places(&h, &p);
+        let (claude, _) = existing(&places_of(&pl, Some(ClientId::ClaudeCode), "claude-code"));
+        assert_eq!(claude, vec![h.join(".claude/CLAUDE.md")]);
+        let (cursor, _) = existing(&places_of(&pl, Some(ClientId::Cursor), "cursor"));
+        assert_eq!(cursor, vec![p.join(".cursor/rules/a.mdc")]);
+    }
+
+    #[test]
+    fn a_product_without_a_config_reader_still_gets_its_documented_instruction_files() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::write(t.path().join("AGENTS.md"), "x").unwrap();
+        let pl = places(t.path(), t.path());
+        let (found, _) = existing(&places_of(&pl, None, "opencode"));
+        assert_eq!(found, vec![t.path().join("AGENTS.md")]);
+        assert_eq!(places_of(&pl, None, "unknown-thing"), Spots::default());
+    }
+}
