@@ -538,6 +538,11 @@ const _: () = assert!(
 );
 
 // --- added by needs (list_needs) ---
+/// Most needs one `list_needs` result lists, most severe first; past it the rest are counted in
+/// `omitted` and said in `limits`, never dropped silently. Keeps a result well under a frame
+/// (a need is under 2 KiB).
+pub const HOLDMAP_NEEDS_LISTED_MAX: usize = 200;
+const _: () = assert!(HOLDMAP_NEEDS_LISTED_MAX * 2048 < HOLDMAP_FRAME_BYTES_MAX);
 
 // --- added by analyzers (catalog, store, list_analyzers, list_insights) ---
 /// Largest analyzer catalog file holdmap reads (`<data dir>/analyzers.json`): a hand-written

@@ -178,13 +178,17 @@ pub(crate) const PRODUCTS: &[Product] = &[
             &["/@openai/codex/"],
         )
     },
-    cli(
-        "cursor-agent",
-        "Cursor Agent CLI",
-        "Anysphere",
-        &["cursor-agent"],
-        &["/cursor-agent/"],
-    ),
+    // Cursor's CLI reads the same ~/.cursor/mcp.json (and .cursor/mcp.json) as the editor.
+    Product {
+        client: Some(ClientId::Cursor),
+        ..cli(
+            "cursor-agent",
+            "Cursor Agent CLI",
+            "Anysphere",
+            &["cursor-agent"],
+            &["/cursor-agent/"],
+        )
+    },
     Product {
         client: Some(ClientId::GeminiCli),
         ..cli(
