@@ -802,9 +802,16 @@ class LeftBehindDevServer(DevServer):
         )
         self.pid = int(pid_file.read_text())
         self.ticks = start_ticks(self.pid)
-        wait_until(lambda: " port " in out.read_text(), "the left-behind http.server's port", START_DEADLINE_S)
-        self.port = int(out.read_text().split(" port ", 1)[1].split()[0])
-        wait_until(lambda: accepts(self.port), f"the left-behind http.server on {self.port}")
+        try:
+            # The server's own shell child opens `out`, maybe after the launcher has exited.
+            wait_until(
+                lambda: out.exists() and " port " in out.read_text(), "the left-behind http.server's port", START_DEADLINE_S
+            )
+            self.port = int(out.read_text().split(" port ", 1)[1].split()[0])
+            wait_until(lambda: accepts(self.port), f"the left-behind http.server on {self.port}")
+        except BaseException:
+            self.close()
+            raise
 
     def parent(self) -> int:
         return int(Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
