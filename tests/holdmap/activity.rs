@@ -6,14 +6,13 @@
 //! when the collector is gone.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc::{Receiver, channel};
-use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
 use crate::common::{PATIENCE, eventually};
-use crate::holdmap::client::holdmap_binary;
+use crate::holdmap::client::{Holdmap, holdmap_binary};
 
 const CANARY: &str = "canary-XYZ";
 const VERSION: &str = "2025-11-25";
@@ -165,110 +164,12 @@ fn reader(pipe: impl Read + Send + 'static) -> Receiver<String> {
     rx
 }
 
-/// `holdmap mcp` with `args` after `mcp`, an MCP client's minimal environment and `env`.
-struct Mcp {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
-    stderr: Arc<Mutex<String>>,
-    _home: tempfile::TempDir,
-}
-
-impl Mcp {
-    fn start(args: &[&str], env: &[(&str, String)]) -> Mcp {
-        let home = tempfile::tempdir().unwrap();
-        let mut cmd = Command::new(holdmap_binary());
-        cmd.arg("mcp")
-            .args(args)
-            .env_clear()
-            .env("HOME", home.path())
-            .env("LOGNAME", "holdmap-test")
-            .env("USER", "holdmap-test")
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("SHELL", "/bin/sh")
-            .env("TERM", "dumb")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().unwrap();
-        let lines = reader(child.stdout.take().unwrap());
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let sink = stderr.clone();
-        let mut pipe = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = pipe.read(&mut buf) {
-                if n == 0 {
-                    return;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        let stdin = child.stdin.take();
-        let mut mcp = Mcp {
-            child,
-            stdin,
-            lines,
-            stderr,
-            _home: home,
-        };
-        let init = mcp.request(
-            json!(0),
-            "initialize",
-            json!({"protocolVersion":VERSION,"capabilities":{},"clientInfo":{"name":"t","version":"1"}}),
-        );
-        assert!(init["result"].is_object(), "{init}");
-        mcp.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
-        mcp
-    }
-
-    fn send(&mut self, v: &Value) {
-        let stdin = self.stdin.as_mut().unwrap();
-        let mut line = serde_json::to_vec(v).unwrap();
-        line.push(b'\n');
-        stdin.write_all(&line).unwrap();
-        stdin.flush().unwrap();
-    }
-
-    fn request(&mut self, id: Value, method: &str, params: Value) -> Value {
-        self.send(&json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}));
-        let line = self
-            .lines
-            .recv_timeout(PATIENCE)
-            .unwrap_or_else(|_| panic!("holdmap did not answer; stderr:\n{}", self.stderr()));
-        let answer: Value = serde_json::from_str(&line).unwrap();
-        assert_eq!(answer["id"], id, "{answer}");
-        answer
-    }
-
-    fn call(&mut self, id: Value, tool: &str, arguments: Value) -> Value {
-        self.request(id, "tools/call", json!({"name":tool,"arguments":arguments}))
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    /// Closes stdin and waits for stderr to say `what`.
-    fn stderr_says(mut self, what: &str) {
-        self.stdin = None;
-        eventually(&format!("holdmap's stderr says {what:?}"), || {
-            self.stderr().contains(what)
-        });
-    }
-}
-
-impl Drop for Mcp {
-    fn drop(&mut self) {
-        // Our own child, by its pid.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `holdmap mcp ARGS…` with an MCP client's minimal environment and `env`, initialized.
+fn mcp(args: &[&str], env: &[(&str, String)]) -> Holdmap {
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut h = Holdmap::start_args(args, &env);
+    assert!(h.initialize(VERSION).is_object());
+    h
 }
 
 fn records_arrive(c: &Collector, n: usize) -> (String, Vec<Value>) {
@@ -283,14 +184,14 @@ fn records_arrive(c: &Collector, n: usize) -> (String, Vec<Value>) {
 #[test]
 fn recording_sends_only_the_permitted_fields_and_no_canary_reaches_the_collector() {
     let c = Collector::start();
-    let mut m = Mcp::start(&["--record-activity"], &c.env());
-    let ok = m.call(
+    let mut m = mcp(&["--record-activity"], &c.env());
+    let ok = m.call_value(
         json!(format!("{CANARY}-id-1")),
         "list_ports",
         json!({"query": CANARY}),
     );
     assert_eq!(ok["result"]["isError"], false, "{ok}");
-    let refused = m.call(
+    let refused = m.call_value(
         json!(format!("{CANARY}-id-2")),
         "list_ports",
         json!({CANARY: CANARY}),
@@ -301,10 +202,10 @@ fn recording_sends_only_the_permitted_fields_and_no_canary_reaches_the_collector
         "the error names the argument"
     );
     // An unknown tool is a protocol error and is not recorded at all.
-    let unknown = m.call(json!(3), &format!("{CANARY}-tool"), json!({}));
+    let unknown = m.call_value(json!(3), &format!("{CANARY}-tool"), json!({}));
     assert!(unknown["error"].is_object(), "{unknown}");
     // A known tool refused as a malformed request is recorded as a protocol error.
-    let malformed = m.request(
+    let malformed = m.request_value(
         json!(4),
         "tools/call",
         json!({"name":"list_ports","arguments":CANARY}),
@@ -391,13 +292,13 @@ fn the_collector_refuses_a_missing_or_a_wrong_token_and_a_foreign_host() {
 #[test]
 fn the_server_keeps_answering_when_the_collector_is_gone() {
     let mut c = Collector::start();
-    let mut m = Mcp::start(&["--record-activity"], &c.env());
-    let first = m.call(json!(1), "list_ports", json!({}));
+    let mut m = mcp(&["--record-activity"], &c.env());
+    let first = m.call_value(json!(1), "list_ports", json!({}));
     assert_eq!(first["result"]["isError"], false, "{first}");
     records_arrive(&c, 1);
     c.kill();
     for id in 2..5 {
-        let again = m.call(json!(id), "list_ports", json!({}));
+        let again = m.call_value(json!(id), "list_ports", json!({}));
         assert_eq!(again["result"]["isError"], false, "{again}");
     }
     assert!(m.child.try_wait().unwrap().is_none(), "the server exited");
@@ -406,8 +307,8 @@ fn the_server_keeps_answering_when_the_collector_is_gone() {
 #[test]
 fn ordinary_holdmap_mcp_records_nothing_and_opens_no_socket_even_with_the_variables_set() {
     let c = Collector::start();
-    let mut plain = Mcp::start(&[], &c.env());
-    let answer = plain.call(json!(1), "list_ports", json!({}));
+    let mut plain = mcp(&[], &c.env());
+    let answer = plain.call_value(json!(1), "list_ports", json!({}));
     assert_eq!(answer["result"]["isError"], false, "{answer}");
     #[cfg(target_os = "linux")]
     {
@@ -438,8 +339,8 @@ fn ordinary_holdmap_mcp_records_nothing_and_opens_no_socket_even_with_the_variab
     }
     // A recording server's call after the plain one's: once it has arrived, the plain one's
     // would have too.
-    let mut recording = Mcp::start(&["--record-activity"], &c.env());
-    recording.call(json!(1), "find_free_port", json!({}));
+    let mut recording = mcp(&["--record-activity"], &c.env());
+    recording.call_value(json!(1), "find_free_port", json!({}));
     let (text, records) = records_arrive(&c, 1);
     assert_eq!(records.len(), 1, "{text}");
     assert_eq!(records[0]["tool"], "find_free_port", "{text}");
@@ -454,13 +355,13 @@ fn a_non_loopback_endpoint_or_missing_variables_record_nothing_and_the_tools_sti
         ),
         ("HOLDMAP_ACTIVITY_TOKEN", "ab".repeat(32)),
     ];
-    let mut far = Mcp::start(&["--record-activity"], &env);
-    let answer = far.call(json!(1), "list_ports", json!({}));
+    let mut far = mcp(&["--record-activity"], &env);
+    let answer = far.call_value(json!(1), "list_ports", json!({}));
     assert_eq!(answer["result"]["isError"], false, "{answer}");
     far.stderr_says("not a loopback address");
 
-    let mut bare = Mcp::start(&["--record-activity"], &[]);
-    let answer = bare.call(json!(1), "list_ports", json!({}));
+    let mut bare = mcp(&["--record-activity"], &[]);
+    let answer = bare.call_value(json!(1), "list_ports", json!({}));
     assert_eq!(answer["result"]["isError"], false, "{answer}");
     bare.stderr_says("must both be set");
 }

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 
 use crate::common::eventually;
-use crate::holdmap::client::Holdmap;
+use crate::holdmap::client::{Holdmap, structured};
 use crate::holdmap::fake_agent::FakeAgent;
 
 const VERSION: &str = "2025-11-25";
@@ -22,12 +22,6 @@ fn session() -> Holdmap {
     let mut h = Holdmap::start();
     h.initialize(VERSION);
     h
-}
-
-fn structured(answer: &Value) -> Value {
-    let result = &answer["result"];
-    assert_eq!(result["isError"], false, "{answer}");
-    result["structuredContent"].clone()
 }
 
 /// The agents of an answer whose own pid is `pid`.

@@ -6,9 +6,9 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::holdmap::client::{Holdmap, holdmap_binary};
+use crate::holdmap::client::{Holdmap, holdmap_binary, structured};
 
 const CANARY: &str = "CANARY-9d2c-not-for-output";
 
@@ -53,12 +53,6 @@ fn configured_home() -> (tempfile::TempDir, std::path::PathBuf) {
     }});
     std::fs::write(project.join(".mcp.json"), proj.to_string()).unwrap();
     (home, project)
-}
-
-/// The structured result of a successful tools/call.
-fn structured(answer: &Value) -> &Value {
-    assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
-    &answer["result"]["structuredContent"]
 }
 
 #[test]

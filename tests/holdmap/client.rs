@@ -33,9 +33,16 @@ impl Holdmap {
     }
 
     pub(crate) fn start_with(extra_env: &[(&str, &str)]) -> Holdmap {
+        Holdmap::start_args(&[], extra_env)
+    }
+
+    /// `holdmap mcp ARGS…` (`--record-activity`) with a client's minimal environment, a private
+    /// HOME and `extra_env` (which may replace HOME).
+    pub(crate) fn start_args(args: &[&str], extra_env: &[(&str, &str)]) -> Holdmap {
         let home = tempfile::tempdir().unwrap();
         let mut cmd = Command::new(holdmap_binary());
         cmd.arg("mcp")
+            .args(args)
             .env_clear()
             .env("HOME", home.path())
             .env("LOGNAME", "holdmap-test")
@@ -69,10 +76,17 @@ impl Holdmap {
         let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let mut err_pipe = child.stderr.take().unwrap();
         let sink = stderr.clone();
+        // As it comes, so a test can wait for a line while the server still runs.
         std::thread::spawn(move || {
-            let mut buf = String::new();
-            let _ = std::io::Read::read_to_string(&mut err_pipe, &mut buf);
-            sink.lock().unwrap().push_str(&buf);
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = std::io::Read::read(&mut err_pipe, &mut buf) {
+                if n == 0 {
+                    return;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
         });
         let stdin = child.stdin.take();
         Holdmap {
@@ -117,13 +131,14 @@ impl Holdmap {
     /// Sends a request and returns its answer, which must be the next line (for concurrent
     /// requests, use `send` and `recv`).
     pub(crate) fn request(&mut self, id: i64, method: &str, params: Value) -> Value {
+        self.request_value(serde_json::json!(id), method, params)
+    }
+
+    /// `request` with any JSON id (a string id, say).
+    pub(crate) fn request_value(&mut self, id: Value, method: &str, params: Value) -> Value {
         self.send(&serde_json::json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}));
         let answer = self.recv();
-        assert_eq!(
-            answer["id"],
-            serde_json::json!(id),
-            "answer to another id: {answer}"
-        );
+        assert_eq!(answer["id"], id, "answer to another id: {answer}");
         answer
     }
 
@@ -145,6 +160,23 @@ impl Holdmap {
             "tools/call",
             serde_json::json!({"name":tool,"arguments":arguments}),
         )
+    }
+
+    /// A `tools/call` with any JSON id.
+    pub(crate) fn call_value(&mut self, id: Value, tool: &str, arguments: Value) -> Value {
+        self.request_value(
+            id,
+            "tools/call",
+            serde_json::json!({"name":tool,"arguments":arguments}),
+        )
+    }
+
+    /// Closes stdin and waits (bounded by PATIENCE) for stderr to say `what`.
+    pub(crate) fn stderr_says(mut self, what: &str) {
+        self.close_stdin();
+        crate::common::eventually(&format!("holdmap's stderr says {what:?}"), || {
+            self.stderr().contains(what)
+        });
     }
 
     /// Closes stdin: the server should then exit 0.
@@ -174,4 +206,29 @@ impl Drop for Holdmap {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The structured content of a successful `tools/call` answer (fails the test on a tool error).
+pub(crate) fn structured(answer: &Value) -> &Value {
+    let result = &answer["result"];
+    assert_eq!(
+        result["isError"],
+        serde_json::json!(false),
+        "a tool error: {answer}"
+    );
+    &result["structuredContent"]
+}
+
+/// A loopback TCP port nothing listened on a moment ago (the probe bind is released at once).
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Whether something accepts TCP connections on 127.0.0.1:`port`.
+pub(crate) fn accepts(port: u16) -> bool {
+    std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
 }

@@ -4,34 +4,15 @@
 //! `stop_port` preview that `stop_port` accepts. The only process a test stops is its own
 //! orphan, by the pid it wrote to a pid file, after checking the plan signals that pid alone.
 
-use std::net::{TcpListener, TcpStream};
 use std::process::Command;
 
 use serde_json::{Value, json};
 
 use crate::common::eventually;
-use crate::holdmap::client::Holdmap;
+use crate::holdmap::client::{Holdmap, accepts, free_port, structured};
 use crate::holdmap::fake_agent::FakeAgent;
 
 const VERSION: &str = "2025-11-25";
-
-fn structured(answer: &Value) -> &Value {
-    let result = &answer["result"];
-    assert_eq!(result["isError"], json!(false), "a tool error: {answer}");
-    &result["structuredContent"]
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn accepts(port: u16) -> bool {
-    TcpStream::connect(("127.0.0.1", port)).is_ok()
-}
 
 /// A `python3 -m http.server` in a temp project folder whose launcher (`sh -c '… &'`) has
 /// exited: its parent is now pid 1 or a subreaper. Killed by its own pid (read from the pid

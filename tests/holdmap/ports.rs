@@ -10,18 +10,9 @@ use std::process::{Child, Command, Stdio};
 use serde_json::{Value, json};
 
 use crate::common::eventually;
-use crate::holdmap::client::Holdmap;
+use crate::holdmap::client::{Holdmap, free_port, structured};
 
 const VERSION: &str = "2025-11-25";
-
-/// A port nothing listens on now (bound to :0 and released).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// The real Python interpreter (not a version manager's shim), so the child's pid is the
 /// server's.
@@ -99,13 +90,6 @@ fn started_holdmap() -> Holdmap {
     h
 }
 
-/// The structured content of a successful call.
-fn structured(answer: &Value) -> Value {
-    let result = &answer["result"];
-    assert_eq!(result["isError"], false, "{answer}");
-    result["structuredContent"].clone()
-}
-
 fn summary(answer: &Value) -> String {
     answer["result"]["content"][0]["text"]
         .as_str()
@@ -165,7 +149,7 @@ fn explain_port_shows_the_stop_plan_and_a_200_from_the_loopback_probe() {
         "{}",
         summary(&answer)
     );
-    let inspected = structured(&h.call(2, "inspect_port", json!({"port": port})));
+    let inspected = structured(&h.call(2, "inspect_port", json!({"port": port}))).clone();
     assert_eq!(inspected["owners"], v["owners"]);
 }
 
@@ -175,7 +159,7 @@ fn find_free_port_near_a_held_port_skips_it() {
     let port = free_port();
     let _server = DevServer::started(dir.path(), port);
     let mut h = started_holdmap();
-    let v = structured(&h.call(1, "find_free_port", json!({"near": port})));
+    let v = structured(&h.call(1, "find_free_port", json!({"near": port}))).clone();
     let got = v["port"].as_u64().unwrap();
     assert!(got > u64::from(port), "{got} is not after the held {port}");
     assert_eq!(v["candidate"], true);

@@ -6,30 +6,16 @@
 //! processes.
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 
 use serde_json::{Value, json};
 
 use crate::common::{PATIENCE, eventually};
-use crate::holdmap::client::{Holdmap, holdmap_binary};
+use crate::holdmap::client::{Holdmap, accepts, free_port, holdmap_binary, structured};
 
 const VERSION: &str = "2025-11-25";
-
-/// A port nothing listens on now (the kernel's choice; a candidate, raced only by other tests'
-/// own listeners).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn accepts(port: u16) -> bool {
-    TcpStream::connect(("127.0.0.1", port)).is_ok()
-}
 
 /// A listener this test started, in a temp project folder (a package.json), killed by its own
 /// pid when dropped.
@@ -110,12 +96,6 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn structured(answer: &Value) -> &Value {
-    let result = &answer["result"];
-    assert_eq!(result["isError"], json!(false), "a tool error: {answer}");
-    &result["structuredContent"]
 }
 
 fn tool_error(answer: &Value) -> String {

@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::holdmap::client::Holdmap;
+use crate::holdmap::client::{Holdmap, structured};
 
 /// Listens on a free loopback port; with a port argument, first connects there and keeps the
 /// connection; prints its own port once both hold; then accepts (and keeps) forever.
@@ -64,11 +64,6 @@ impl Kids {
     fn all_running(&mut self) -> bool {
         self.0.iter_mut().all(|c| c.try_wait().unwrap().is_none())
     }
-}
-
-fn structured(answer: &Value) -> &Value {
-    assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
-    &answer["result"]["structuredContent"]
 }
 
 fn svc(port: u16) -> String {

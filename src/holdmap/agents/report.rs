@@ -186,7 +186,8 @@ fn widest(addresses: &[IpAddr]) -> String {
         .map_or_else(String::new, ToString::to_string)
 }
 
-/// A hint for a well-known remote port (never a DNS name).
+/// A service commonly found on a TCP port: a hint from the number alone, never a DNS name or a
+/// lookup (`list_agents`' links and `get_agent_flow`'s nodes).
 pub(crate) fn hint(port: u16) -> Option<&'static str> {
     Some(match port {
         22 => "ssh",
@@ -195,7 +196,10 @@ pub(crate) fn hint(port: u16) -> Option<&'static str> {
         443 => "https",
         3306 => "mysql",
         5432 => "postgres",
+        5672 => "amqp",
         6379 => "redis",
+        8080 => "http-alt",
+        9092 => "kafka",
         9200 => "elasticsearch",
         11434 => "ollama",
         27017 => "mongodb",

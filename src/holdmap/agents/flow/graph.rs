@@ -270,26 +270,6 @@ fn same(a: SocketAddr, b: SocketAddr) -> bool {
     unmapped_addr(a) == unmapped_addr(b)
 }
 
-/// A service commonly found on a TCP port: a hint from the number alone, never a lookup.
-pub(crate) fn port_hint(port: u16) -> Option<&'static str> {
-    Some(match port {
-        22 => "ssh",
-        53 => "dns",
-        80 => "http",
-        443 => "https",
-        3306 => "mysql",
-        5432 => "postgres",
-        5672 => "amqp",
-        6379 => "redis",
-        8080 => "http-alt",
-        9092 => "kafka",
-        9200 => "elasticsearch",
-        11434 => "ollama",
-        27017 => "mongodb",
-        _ => return None,
-    })
-}
-
 /// Builds nodes and edges without duplicates, in the order they were first seen.
 #[derive(Default)]
 struct Builder {
@@ -676,7 +656,7 @@ fn connections(cx: &Links<'_>, f: &Found, b: &mut Builder, counts: &mut Counts) 
                         .and_then(|p| cx.snap.proc(p))
                         .map(|p| p.name.clone()),
                     agent: peer_pid.and_then(|p| cx.owner.get(&p).copied()),
-                    hint: port_hint(at.port()),
+                    hint: crate::holdmap::agents::report::hint(at.port()),
                 },
             );
             id
@@ -687,7 +667,7 @@ fn connections(cx: &Links<'_>, f: &Found, b: &mut Builder, counts: &mut Counts) 
                 Evidence::Observed,
                 Kind::Remote {
                     address: unmapped_addr(s.row.remote),
-                    hint: port_hint(s.row.remote.port()),
+                    hint: crate::holdmap::agents::report::hint(s.row.remote.port()),
                 },
             );
             id
