@@ -62,7 +62,7 @@ fn a_claude_with_an_npx_mcp_server_shows_the_server_inferred_and_its_skipped_per
     let mut found = None;
     eventually("the npx tool to show under the agent", || {
         let answer = h.call(1, "list_agents", json!({"pid": agent.pid()}));
-        found = agent_with_pid(&structured(&answer), agent.pid());
+        found = agent_with_pid(structured(&answer), agent.pid());
         found.as_ref().is_some_and(|a| {
             a["tools"]
                 .as_array()
@@ -121,12 +121,12 @@ fn a_codex_asked_never_to_ask_for_approval_is_found_by_an_owned_pid_and_the_tool
             "list_agents",
             json!({"agent": agent.query(), "tool": "@playwright/mcp"}),
         );
-        agent_with_pid(&structured(&answer), agent.pid()).is_some()
+        agent_with_pid(structured(&answer), agent.pid()).is_some()
     });
     let tool_pid = agent.descendants()[0];
     let answer = h.call(2, "list_agents", json!({"pid": tool_pid}));
     let out = structured(&answer);
-    let a = agent_with_pid(&out, agent.pid()).expect("the tool's pid finds its agent");
+    let a = agent_with_pid(out, agent.pid()).expect("the tool's pid finds its agent");
     assert_eq!(a["product"], "codex");
     let approvals = access(&a, "approvals");
     assert_eq!(approvals["level"], "elevated", "{a}");
@@ -142,7 +142,7 @@ fn a_codex_asked_never_to_ask_for_approval_is_found_by_an_owned_pid_and_the_tool
         "list_agents",
         json!({"pid": agent.pid(), "tool": "no-such-tool"}),
     );
-    assert!(agent_with_pid(&structured(&answer), agent.pid()).is_none());
+    assert!(agent_with_pid(structured(&answer), agent.pid()).is_none());
 }
 
 #[test]
@@ -158,14 +158,14 @@ fn an_agent_started_inside_another_is_its_own_agent_with_the_outer_as_parent() {
     let mut found = None;
     eventually("the inner agent to show with its parent", || {
         let answer = h.call(1, "list_agents", json!({"pid": inner_pid}));
-        found = agent_with_pid(&structured(&answer), inner_pid);
+        found = agent_with_pid(structured(&answer), inner_pid);
         found.is_some()
     });
     let a = found.unwrap();
     assert_eq!(a["product"], "claude-code", "{a}");
     assert_eq!(a["parent"], json!(format!("agent:{}", outer.pid())));
     let answer = h.call(2, "list_agents", json!({"pid": outer.pid()}));
-    let cursor = agent_with_pid(&structured(&answer), outer.pid()).unwrap();
+    let cursor = agent_with_pid(structured(&answer), outer.pid()).unwrap();
     assert_eq!(cursor["product"], "cursor");
     assert_eq!(cursor["kind"], "ide");
     assert!(
@@ -201,7 +201,7 @@ fn a_process_whose_comm_and_argv0_say_claude_but_whose_executable_is_python_is_n
     let mut h = session();
     let answer = h.call(1, "list_agents", json!({"pid": pid}));
     let out = structured(&answer);
-    assert!(agent_with_pid(&out, pid).is_none(), "{out}");
+    assert!(agent_with_pid(out, pid).is_none(), "{out}");
     drop(child.stdin.take());
     let _ = child.kill();
     let _ = child.wait();
@@ -227,7 +227,7 @@ fn include_capabilities_fills_capabilities_for_an_agent_of_holdmaps_own_account(
         json!({"pid": agent.pid(), "include_capabilities": true}),
     );
     let out = structured(&answer);
-    let a = agent_with_pid(&out, agent.pid()).expect("the agent is listed");
+    let a = agent_with_pid(out, agent.pid()).expect("the agent is listed");
     assert_eq!(a["product"], "gemini");
     assert!(a["capabilities"].is_object(), "{a}");
 }
