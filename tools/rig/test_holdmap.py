@@ -131,7 +131,7 @@ def holdmap_session(logdir: Path, scenario, revision: str, **kwargs: Any) -> dic
 
 
 @pytest.mark.parametrize("revision", REVISIONS)
-def test_discovery_lists_the_nine_tools_the_guide_and_three_prompts_in_each_revisions_shape(revision, tmp_path):
+def test_discovery_lists_every_tool_the_guide_and_three_prompts_in_each_revisions_shape(revision, tmp_path):
     async def scenario(client: Client) -> dict[str, Any]:
         tools = to_plain((await client.list_tools()).tools)
         resources = to_plain((await client.list_resources()).resources)
