@@ -97,23 +97,10 @@ impl Home {
     /// platform's data directory under `HOME` (`XDG_DATA_HOME` when absolute). `var` reads one
     /// variable, so `doctor` can ask what a relay started with a client's environment would use.
     pub fn resolve(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Result<Home, ConfigError> {
-        if let Some(dir) = var("HOLDCALL_HOME").filter(|v| !v.is_empty()) {
-            return Ok(Home::at(PathBuf::from(dir)));
-        }
-        let home = var("HOME")
-            .filter(|v| !v.is_empty())
-            .ok_or(ConfigError::NoHome)?;
-        let home = PathBuf::from(home);
-        let data = if cfg!(target_os = "macos") {
-            home.join("Library/Application Support")
-        } else {
-            var("XDG_DATA_HOME")
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-                .filter(|p| p.is_absolute())
-                .unwrap_or_else(|| home.join(".local/share"))
-        };
-        Ok(Home::at(data.join("holdcall")))
+        // One rule for Holdcall and holdmap (which judges routed entries' homes with it).
+        crate::clients::routed::home_dir(None, var)
+            .map(Home::at)
+            .ok_or(ConfigError::NoHome)
     }
 
     /// A home at an explicit directory (made absolute against the current directory).

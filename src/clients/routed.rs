@@ -4,7 +4,8 @@
 //! holdcall binary (the same file: device and inode) running `serve`.
 //!
 //! Owns: [`Routing`], [`Judge`] (which binary counts), the reading of `holdcall … serve …`
-//! arguments ([`serve_args`]). Must never: call an entry routed whose command is not the judge's
+//! arguments ([`serve_args`]), and which home a holdcall process uses ([`home_dir`]: the rule
+//! `config::Home` applies, so holdmap can tell which home a routed entry's relay lands on). Must never: call an entry routed whose command is not the judge's
 //! binary (a file merely named holdcall is [`Routing::OtherHoldcall`]), or read anything but
 //! file metadata.
 
@@ -187,6 +188,61 @@ pub(crate) fn serve_args(args: &[String]) -> Option<ServeArgs> {
     serve.then_some(out)
 }
 
+/// The variables that choose a holdcall home when `--home` is not given (see [`home_dir`]).
+pub(crate) const HOME_VARS: [&str; 3] = ["HOLDCALL_HOME", "XDG_DATA_HOME", "HOME"];
+
+/// The home directory a holdcall process uses: its `--home` (`home_arg`) when given, else
+/// `HOLDCALL_HOME`, else `holdcall` in the platform's data directory under `HOME`
+/// (`XDG_DATA_HOME` when absolute, off macOS). `var` reads one variable of that process's
+/// environment. Paths as written: a relative one is relative to that process's working
+/// directory. None: no `--home`, no `HOLDCALL_HOME` and no `HOME`. `config::Home` applies
+/// exactly this rule.
+pub(crate) fn home_dir(
+    home_arg: Option<&str>,
+    var: impl Fn(&str) -> Option<OsString>,
+) -> Option<PathBuf> {
+    if let Some(h) = home_arg {
+        return Some(PathBuf::from(h));
+    }
+    if let Some(dir) = var("HOLDCALL_HOME").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(dir));
+    }
+    let home = PathBuf::from(var("HOME").filter(|v| !v.is_empty())?);
+    let data = if cfg!(target_os = "macos") {
+        home.join("Library/Application Support")
+    } else {
+        var("XDG_DATA_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .unwrap_or_else(|| home.join(".local/share"))
+    };
+    Some(data.join("holdcall"))
+}
+
+/// The home a `serve` entry's relay uses when the entry itself names one: its `--home`, else
+/// the home its `env` block chooses (`HOLDCALL_HOME`, `XDG_DATA_HOME` or `HOME` there; `client`
+/// reads the rest of the environment its client gives). None when it names none: the relay
+/// uses whatever home its client's environment gives.
+pub(crate) fn named_home(
+    serve: &ServeArgs,
+    kept_env: &[(String, String)],
+    client: impl Fn(&str) -> Option<OsString>,
+) -> Option<PathBuf> {
+    let in_block = |name: &str| {
+        kept_env
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| OsString::from(v))
+    };
+    if serve.home.is_none() && !HOME_VARS.iter().any(|v| in_block(v).is_some()) {
+        return None;
+    }
+    home_dir(serve.home.as_deref(), |name| {
+        in_block(name).or_else(|| client(name))
+    })
+}
+
 /// A command named holdcall (any path): if its arguments are `serve …`, it claims to route.
 /// Whether it is *this* holdcall is [`Judge`]'s question.
 pub(crate) fn is_holdcall(command: &str) -> bool {
@@ -198,6 +254,15 @@ pub(crate) fn is_holdcall(command: &str) -> bool {
 }
 
 impl Judge {
+    /// Whether there is a binary that counts: false for a [`Judge::Running`] whose binary was
+    /// not found (then no entry is routed).
+    pub(crate) fn has_binary(&self) -> bool {
+        match self {
+            Judge::Running { this, .. } => this.is_some(),
+            Judge::Spelled(_) => true,
+        }
+    }
+
     /// The holdcall binary at `binary` (holdmap's judge: the `holdcall` installed beside it),
     /// with this process's PATH for bare command names. No file there: nothing is routed.
     pub(crate) fn binary_at(binary: &Path) -> Judge {
@@ -244,4 +309,65 @@ pub(crate) fn upstream(entry: &ServerEntry, routing: &Routing) -> Option<(String
         return Some((cmd, rest.collect()));
     }
     Some((command, entry.args.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars<'a>(set: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<OsString> + 'a {
+        |name| {
+            set.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| OsString::from(v))
+        }
+    }
+
+    fn serve(args: &[&str]) -> ServeArgs {
+        serve_args(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>()).unwrap()
+    }
+
+    #[test]
+    fn home_dir_takes_home_arg_then_holdcall_home_then_the_data_directory_under_home() {
+        let all = [
+            ("HOLDCALL_HOME", "/hc"),
+            ("XDG_DATA_HOME", "/xdg"),
+            ("HOME", "/u"),
+        ];
+        assert_eq!(home_dir(Some("./.hc"), vars(&all)), Some("./.hc".into()));
+        assert_eq!(home_dir(None, vars(&all)), Some("/hc".into()));
+        if !cfg!(target_os = "macos") {
+            assert_eq!(
+                home_dir(None, vars(&all[1..])),
+                Some("/xdg/holdcall".into())
+            );
+            // A relative XDG_DATA_HOME is ignored, as the XDG rules say.
+            let relative = [("XDG_DATA_HOME", "xdg"), ("HOME", "/u")];
+            assert_eq!(
+                home_dir(None, vars(&relative)),
+                Some("/u/.local/share/holdcall".into())
+            );
+        }
+        assert_eq!(home_dir(None, vars(&[("XDG_DATA_HOME", "/xdg")])), None);
+    }
+
+    #[test]
+    fn an_entry_names_a_home_only_by_home_arg_or_its_env_block() {
+        let client = vars(&[("HOME", "/u")]);
+        assert_eq!(named_home(&serve(&["serve"]), &[], &client), None);
+        assert_eq!(
+            named_home(&serve(&["--home", "./.hc", "serve"]), &[], &client),
+            Some("./.hc".into())
+        );
+        let block = vec![("HOLDCALL_HOME".to_string(), "/other".to_string())];
+        assert_eq!(
+            named_home(&serve(&["serve", "--connector", "x"]), &block, &client),
+            Some("/other".into())
+        );
+        // --home wins over the env block, as it does in holdcall.
+        assert_eq!(
+            named_home(&serve(&["serve", "--home=/h"]), &block, &client),
+            Some("/h".into())
+        );
+    }
 }

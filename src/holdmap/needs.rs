@@ -20,7 +20,7 @@ use crate::holdmap::tool::{Annotations, Cx, Outcome, Reply, Tool, ToolDef};
 use crate::limits::HOLDMAP_NEEDS_LISTED_MAX;
 
 mod rules;
-mod servers;
+pub(crate) mod servers;
 #[cfg(test)]
 mod tests;
 

@@ -202,9 +202,7 @@ fn classify_stdio(e: &mut RoutedEntry, judge: &Judge) {
     }
 }
 
-/// The variables that choose a holdcall home when `--home` is not given (see
-/// `config::Home::resolve`).
-pub(crate) const HOME_VARS: [&str; 3] = ["HOLDCALL_HOME", "XDG_DATA_HOME", "HOME"];
+pub(crate) use crate::clients::routed::HOME_VARS;
 
 impl RoutedEntry {
     /// The home this entry's relay would use if its client started it with the MCP SDKs'
@@ -212,13 +210,6 @@ impl RoutedEntry {
     /// here `user_home`): its `--home` if it has one, else what its own `env` block and HOME
     /// name. None when no home can be told (no HOME at all).
     pub(crate) fn relay_home(&self, user_home: &Path) -> Option<PathBuf> {
-        if let Some(h) = &self.home_arg {
-            return Some(
-                crate::config::Home::at(PathBuf::from(h))
-                    .dir()
-                    .to_path_buf(),
-            );
-        }
         let var = |name: &str| -> Option<OsString> {
             match self.kept_env.iter().find(|(k, _)| k == name) {
                 Some((_, v)) => Some(OsString::from(v)),
@@ -226,9 +217,8 @@ impl RoutedEntry {
                 None => None,
             }
         };
-        crate::config::Home::resolve(var)
-            .ok()
-            .map(|h| h.dir().to_path_buf())
+        routed::home_dir(self.home_arg.as_deref(), var)
+            .map(|d| crate::config::Home::at(d).dir().to_path_buf())
     }
 
     /// The other home this routed entry's relay would land on under a minimal environment

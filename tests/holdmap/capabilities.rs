@@ -142,6 +142,8 @@ fn check(program: &str, file: &str, text: &str) {
     let routed = server(&caps, "routed");
     assert_eq!(routed["routing"], "routed", "{routed}");
     assert_eq!(routed["pin"], "pinned", "{routed}");
+    // It names no home: its relay uses the one its client's environment gives.
+    assert_eq!(routed["holdcall_home"], json!(null), "{routed}");
     let loose = server(&caps, "loose");
     assert_eq!(loose["pin"], "unpinned", "{loose}");
     assert_eq!(loose["routing"], "not routed", "{loose}");
@@ -159,6 +161,13 @@ fn check(program: &str, file: &str, text: &str) {
             .unwrap()
             .starts_with("definitions in files do not prove")),
         "{limits:?}"
+    );
+    assert!(
+        !limits.iter().any(|l| l
+            .as_str()
+            .unwrap()
+            .contains("no holdcall is installed beside")),
+        "a holdcall is beside holdmap: {limits:?}"
     );
 }
 

@@ -1,7 +1,8 @@
 //! `list_needs` through the real binary: an unrouted MCP server in a fake agent's
 //! `~/.claude.json` is listed with the `holdcall init` line, and a dev server the test leaves
 //! behind (its launcher gone, so it runs under pid 1 or a subreaper) is listed with a dry-run
-//! `stop_port` preview that `stop_port` accepts. The only process a test stops is its own
+//! `stop_port` preview that `stop_port` accepts; a server routed through the holdcall beside
+//! holdmap into a relative home is a need. The only process a test stops is its own
 //! orphan, by the pid it wrote to a pid file, after checking the plan signals that pid alone.
 
 use std::process::Command;
@@ -199,9 +200,12 @@ fn an_unrouted_npx_server_of_a_running_agent_is_listed_with_the_holdcall_init_li
             .unwrap_or_else(|| panic!("no {kind} need for `some`: {out:#}"))
     };
     let routed = about("server_not_routed");
+    // The lines name the holdcall installed beside holdmap, by its absolute path.
+    let beside = std::fs::canonicalize(env!("CARGO_BIN_EXE_holdcall")).unwrap();
+    let beside = beside.to_str().unwrap();
     assert_eq!(
         routed["holdcall_init"],
-        json!({"directory": null, "preview": "holdcall init", "write": "holdcall init --write"})
+        json!({"directory": null, "preview": format!("{beside} init"), "write": format!("{beside} init --write")})
     );
     assert_eq!(routed["preview"], Value::Null);
     assert!(
@@ -214,4 +218,38 @@ fn an_unrouted_npx_server_of_a_running_agent_is_listed_with_the_holdcall_init_li
     assert_eq!(unpinned["evidence"], json!("observed"));
     let text = answer["result"]["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("holdcall init --write"), "{text}");
+}
+
+#[test]
+fn a_server_routed_into_a_relative_holdcall_home_is_a_medium_need() {
+    let builder = FakeAgent::named("claude").tool("npx");
+    let home = builder.home();
+    let holdcall = std::fs::canonicalize(env!("CARGO_BIN_EXE_holdcall")).unwrap();
+    std::fs::write(
+        home.join(".claude.json"),
+        json!({"mcpServers": {"hc": {"command": holdcall.to_str().unwrap(),
+            "args": ["--home", "./.hc", "serve", "--", "npx", "-y", "pkg@1.2.3"]}}})
+        .to_string(),
+    )
+    .unwrap();
+    let agent = builder.run("npx -y some-mcp");
+    agent.wait_for_descendants(1);
+    let home = agent.home.to_str().unwrap().to_owned();
+    let mut hm = Holdmap::start_with(&[("HOME", &home)]);
+    hm.initialize(VERSION);
+    let out = needs_of(&mut hm, 2, json!({}));
+    let hc: Vec<&Value> = out["needs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["subject"]["alias"] == json!("hc"))
+        .collect();
+    assert_eq!(hc.len(), 1, "{out:#}");
+    assert_eq!(hc[0]["kind"], json!("server_routing_unknown"));
+    assert_eq!(hc[0]["severity"], json!("medium"));
+    assert!(
+        hc[0]["summary"].as_str().unwrap().contains("./.hc"),
+        "{:#}",
+        hc[0]
+    );
 }

@@ -4,7 +4,8 @@
 //! beside this holdmap), plus permission rules, documented safety settings, instruction-file
 //! names and skills. The built-in analyzer reads the same [`configured_servers`].
 //!
-//! Must never: return an environment value, a header value, a URL's path, userinfo or query, an
+//! Must never: return an environment value (a `holdcall serve` entry's home-choosing variables
+//! are kept only to tell the home its relay uses, and shown only as that home), a header value, a URL's path, userinfo or query, an
 //! argument list, or an instruction file's body; start, connect to or signal an MCP server; read
 //! a file of another account's agent; call anything "loaded" or "used" (definitions prove
 //! neither).
@@ -15,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::clients::routed::{self, Judge, Routing};
+use crate::clients::routed::{self, Judge, Routing, ServeArgs};
 use crate::clients::settings::{self, SettingsState, clean};
 use crate::clients::{
     self, ClientId, FileState, Places, ServerEntry, inspect, instructions, skills,
@@ -26,16 +27,25 @@ use crate::holdmap::agents::model::{
 use crate::holdmap::model::Snapshot;
 use crate::limits;
 
-/// The judge of "routed through Holdcall" for holdmap: the `holdcall` binary installed in the
-/// same directory as this `holdmap` (one package, one install). None found: nothing is routed.
-pub(crate) fn holdcall_judge() -> Judge {
-    let sibling = std::env::current_exe()
+/// The `holdcall` installed in the same directory as this `holdmap` (one package, one install),
+/// when there is a file there: the one whose routing counts, and the one the `holdcall init`
+/// lines of `list_needs` name.
+pub(crate) fn holdcall_beside() -> Option<PathBuf> {
+    std::env::current_exe()
         .ok()
         .and_then(|exe| std::fs::canonicalize(exe).ok())
         .and_then(|exe| exe.parent().map(|d| d.join("holdcall")))
-        .unwrap_or_default();
-    Judge::binary_at(&sibling)
+        .filter(|p| p.is_file())
 }
+
+/// The judge of "routed through Holdcall" for holdmap: the [`holdcall_beside`] this holdmap
+/// (by device and inode). None found: nothing is routed, and [`NO_HOLDCALL_LIMIT`] says so.
+pub(crate) fn holdcall_judge() -> Judge {
+    Judge::binary_at(&holdcall_beside().unwrap_or_default())
+}
+
+/// Said when no `holdcall` is installed beside holdmap.
+pub(crate) const NO_HOLDCALL_LIMIT: &str = "no holdcall is installed beside this holdmap, so no server counts as routed through Holdcall; the holdcall init lines name the `holdcall` on holdmap's PATH, which may be another install";
 
 /// Every MCP server `client`'s files define under `places`, with each file's state: metadata
 /// only (see the module's rules).
@@ -57,13 +67,15 @@ fn servers_with(
     let mut sources = Vec::new();
     let mut servers = Vec::new();
     for spec in places.files().into_iter().filter(|s| s.client == client) {
-        let (state, reason) = match clients::read_file(&spec, &[]) {
+        // The home-choosing variables' values are kept, to tell the home a relay uses.
+        let (state, reason) = match clients::read_file(&spec, &routed::HOME_VARS) {
             FileState::Missing => ("missing", None),
             FileState::Refused(why) => ("refused", Some(why)),
             FileState::Read(loaded) => {
                 for e in &loaded.entries {
-                    let (routing, _) = routed::classify(e, judge);
-                    let mut server = configured(client, &spec.path, e, &routing);
+                    let (routing, serve) = routed::classify(e, judge);
+                    let mut server = configured(client, &spec.path, e, &routing, judge);
+                    relay_home_into(&mut server, e, serve.as_ref(), &places.home);
                     server.running_pids = running(e, &routing);
                     servers.push(server);
                 }
@@ -87,6 +99,7 @@ fn configured(
     source: &Path,
     e: &ServerEntry,
     routing: &Routing,
+    judge: &Judge,
 ) -> ConfiguredServer {
     let upstream = routed::upstream(e, routing);
     let (runner, package, pin) = match &upstream {
@@ -103,6 +116,10 @@ fn configured(
         ),
     };
     let routing_detail = match routing {
+        Routing::OtherHoldcall(o) if !judge.has_binary() => Some(format!(
+            "{}; but no holdcall is installed beside holdmap, so holdmap counts no entry as routed",
+            o.reason()
+        )),
         Routing::OtherHoldcall(o) => Some(o.reason()),
         Routing::Unrecognized(why) => Some(why.clone()),
         _ => None,
@@ -131,8 +148,50 @@ fn configured(
             .collect(),
         routing: routing.label(),
         routing_detail,
+        holdcall_home: None,
+        holdcall_home_state: None,
         running_pids: Vec::new(),
     }
+}
+
+/// The Holdcall home a `holdcall serve` entry's relay uses, when the entry names one
+/// (`routed::named_home`, its client's HOME taken as `user_home`), judged against the home
+/// holdcall uses in holdmap's own environment; a routed entry's detail then says where it lands
+/// unless that is the usual home.
+fn relay_home_into(
+    server: &mut ConfiguredServer,
+    e: &ServerEntry,
+    serve: Option<&ServeArgs>,
+    user_home: &Path,
+) {
+    let Some(serve) = serve else { return };
+    let client_env = |name: &str| (name == "HOME").then(|| user_home.as_os_str().to_owned());
+    let Some(named) = routed::named_home(serve, &e.kept_env, client_env) else {
+        return;
+    };
+    let shown = crate::text::visible(&named.to_string_lossy());
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let usual = routed::home_dir(None, |n| std::env::var_os(n));
+    let state = if named.is_relative() {
+        "relative"
+    } else if usual.is_some_and(|u| real(&u) == real(&named)) {
+        "usual"
+    } else {
+        "other"
+    };
+    if server.routing == "routed" {
+        server.routing_detail = match state {
+            "relative" => Some(format!(
+                "routed through Holdcall into the relative home {shown}, which depends on the client's working directory: the rules there may not be yours"
+            )),
+            "other" => Some(format!(
+                "routed through Holdcall into the home {shown}, not the one holdcall uses in holdmap's environment: the rules there apply"
+            )),
+            _ => None,
+        };
+    }
+    server.holdcall_home = Some(shown);
+    server.holdcall_home_state = Some(state);
 }
 
 /// The host (and port) of a URL: what is between `scheme://` (and any `userinfo@`) and the
@@ -286,7 +345,14 @@ fn project_of(report: &AgentReport, snap: &Snapshot) -> Option<PathBuf> {
 pub(crate) fn of(report: &AgentReport, snap: &Snapshot) -> Capabilities {
     let project = project_of(report, snap);
     match places_for(project.as_ref()) {
-        Some(places) => of_at(report, snap, &places, &holdcall_judge()),
+        Some(places) => {
+            let judge = holdcall_judge();
+            let mut caps = of_at(report, snap, &places, &judge);
+            if !judge.has_binary() {
+                caps.limits.push(NO_HOLDCALL_LIMIT.to_string());
+            }
+            caps
+        }
         None => {
             let mut caps = Capabilities::default();
             caps.limits.push(DEFINITIONS_LIMIT.to_string());

@@ -246,6 +246,13 @@ pub(crate) struct ConfiguredServer {
     /// routed through this holdcall.
     pub(crate) routing: &'static str,
     pub(crate) routing_detail: Option<String>,
+    /// The Holdcall home its relay uses when the entry names one (`--home`, or `HOLDCALL_HOME`,
+    /// `XDG_DATA_HOME` or `HOME` in its env block): None when it names none (the relay uses the
+    /// home its client's environment gives) or it does not go through `holdcall serve`.
+    pub(crate) holdcall_home: Option<String>,
+    /// For a named home: `usual` (the home holdcall uses in holdmap's own environment), `other`
+    /// or `relative` (resolved against the client's working directory, unknown here).
+    pub(crate) holdcall_home_state: Option<&'static str>,
     /// The agent's processes that run it now (matched by command line): empty when none does.
     pub(crate) running_pids: Vec<i32>,
 }

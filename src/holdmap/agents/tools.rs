@@ -1,7 +1,9 @@
 //! What each process an agent started is: a likely MCP server (always inferred, from its name,
 //! `argv[0]`, runtime entry, or the package an `npx`/`bunx`/`pnpm dlx`/`uvx` launcher runs), a
 //! dev server (it holds a listener part 1 judged a dev server), a shell, or another command.
-//! `holdcall serve …` is an MCP server routed through Holdcall, and so is what runs below it.
+//! `holdcall [--home DIR] serve …` whose executable is the holdcall beside holdmap (the same
+//! file, `capabilities::holdcall_judge`) is an MCP server routed through Holdcall, and so is
+//! what runs below it; a program merely named holdcall only claims to be one.
 //!
 //! Must never: search a launcher's other arguments for a package name (past an unknown option
 //! they may be user input or secrets: the launcher reading of `clients::inspect` gives up
@@ -10,6 +12,8 @@
 use std::collections::BTreeSet;
 
 use crate::clients::inspect;
+use crate::clients::routed::{self, Judge};
+use crate::holdmap::agents::capabilities::holdcall_judge;
 use crate::holdmap::agents::entry::{Entry, entry};
 use crate::holdmap::agents::model::{ChildTool, Evidence, ToolKind};
 use crate::holdmap::framework::{basename, script_name};
@@ -147,13 +151,36 @@ fn mcp_package(p: &Proc) -> Option<String> {
     .find(|n| looks_like_mcp(n))
 }
 
-/// Whether `p` is holdmap's or holdcall's own MCP server: `holdmap mcp`, `holdcall serve`.
-fn own_server(p: &Proc) -> Option<&'static str> {
-    let sub = p.argv.get(1).map(String::as_str);
-    match (image_name(p), sub) {
-        ("holdmap", Some("mcp")) => Some("holdmap"),
-        ("holdcall", Some("serve")) => Some("holdcall"),
-        _ => None,
+/// Which of holdmap's and holdcall's own MCP servers a process is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Own {
+    /// `holdmap mcp`.
+    Holdmap,
+    /// `holdcall [--home DIR] serve …` run from the holdcall the judge counts.
+    Holdcall,
+    /// `… serve …` from a program named holdcall that is not that one: it claims to route.
+    ClaimsHoldcall,
+}
+
+/// Whether `p` is holdmap's or holdcall's own MCP server: `holdmap mcp`, or `holdcall serve`
+/// judged by its executable (device and inode, through `judge`) and read with
+/// `routed::serve_args`, so `holdcall --home X serve` counts and a file merely named holdcall
+/// does not.
+fn own_server(p: &Proc, judge: &Judge) -> Option<Own> {
+    let args = p.argv.get(1..).unwrap_or(&[]);
+    let name = image_name(p);
+    if name == "holdmap" && args.first().map(String::as_str) == Some("mcp") {
+        return Some(Own::Holdmap);
+    }
+    routed::serve_args(args)?;
+    let exe = p.exe.as_deref().and_then(|e| e.to_str());
+    let exe = exe.map(|e| e.strip_suffix(" (deleted)").unwrap_or(e));
+    if exe.is_some_and(|e| e.starts_with('/') && judge.check(e).is_ok()) {
+        Some(Own::Holdcall)
+    } else if routed::is_holdcall(name) {
+        Some(Own::ClaimsHoldcall)
+    } else {
+        None
     }
 }
 
@@ -168,8 +195,13 @@ fn routed_package(p: &Proc) -> Option<String> {
 }
 
 /// One process the agent started, classified. `dev` is the set of pids holding a dev-server
-/// listener; `routed` whether it runs below a `holdcall serve`.
+/// listener; `routed` whether it runs below a `holdcall serve` ([`below_holdcall`]).
 pub(crate) fn classify(p: &Proc, dev: &BTreeSet<i32>, routed: bool) -> ChildTool {
+    classify_with(p, dev, routed, &holdcall_judge())
+}
+
+/// [`classify`] with the judge of which holdcall counts given.
+fn classify_with(p: &Proc, dev: &BTreeSet<i32>, routed: bool, judge: &Judge) -> ChildTool {
     let name = crate::holdmap::framework::shown_name(p);
     let mut tool = ChildTool {
         pid: p.pid,
@@ -181,18 +213,18 @@ pub(crate) fn classify(p: &Proc, dev: &BTreeSet<i32>, routed: bool) -> ChildTool
         command: redact_argv(&p.argv),
         via_holdcall: routed,
     };
-    match own_server(p) {
-        Some("holdcall") => {
+    match own_server(p, judge) {
+        Some(own @ (Own::Holdcall | Own::ClaimsHoldcall)) => {
             tool.kind = ToolKind::McpServer;
             tool.evidence = Evidence::Inferred;
-            tool.via_holdcall = true;
+            tool.via_holdcall = routed || own == Own::Holdcall;
             tool.package = routed_package(p).or(Some("holdcall".into()));
             return tool;
         }
-        Some(own) => {
+        Some(Own::Holdmap) => {
             tool.kind = ToolKind::McpServer;
             tool.evidence = Evidence::Inferred;
-            tool.package = Some(own.into());
+            tool.package = Some("holdmap".into());
             return tool;
         }
         None => {}
@@ -209,12 +241,17 @@ pub(crate) fn classify(p: &Proc, dev: &BTreeSet<i32>, routed: bool) -> ChildTool
     tool
 }
 
-/// Whether `pid` runs below (or is) a `holdcall serve` among `snap`'s processes, up to `stop`.
+/// Whether `pid` runs below (or is) a `holdcall serve` of the holdcall beside holdmap among
+/// `snap`'s processes, up to `stop`.
 pub(crate) fn below_holdcall(snap: &Snapshot, pid: i32, stop: i32) -> bool {
+    below_holdcall_with(snap, pid, stop, &holdcall_judge())
+}
+
+fn below_holdcall_with(snap: &Snapshot, pid: i32, stop: i32, judge: &Judge) -> bool {
     std::iter::once(pid)
         .chain(snap.ancestors(pid))
         .take_while(|&a| a != stop)
-        .any(|a| snap.proc(a).and_then(own_server) == Some("holdcall"))
+        .any(|a| snap.proc(a).and_then(|p| own_server(p, judge)) == Some(Own::Holdcall))
 }
 
 /// Whether a filter word names `t`: its name or package (or a package's part after the scope),
@@ -228,4 +265,97 @@ pub(crate) fn named(t: &ChildTool, word: &str) -> bool {
             .as_deref()
             .and_then(|p| p.rsplit('/').next())
             .is_some_and(|last| last == w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::holdmap::model::fixture::{add, machine, process};
+
+    /// A temp dir with `holdcall` (the one the judge counts) and `other/holdcall` (a copy).
+    fn binaries() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+        let t = tempfile::tempdir().unwrap();
+        let real = t.path().join("holdcall");
+        let copy = t.path().join("other/holdcall");
+        std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
+        std::fs::write(&real, "#!/bin/sh\n").unwrap();
+        std::fs::copy(&real, &copy).unwrap();
+        (t, real, copy)
+    }
+
+    fn serve(pid: i32, ppid: i32, exe: &std::path::Path, argv: &[&str]) -> Proc {
+        let mut p = process(pid, ppid, 1000, "holdcall", argv, "/p");
+        p.exe = Some(exe.to_path_buf());
+        p
+    }
+
+    #[test]
+    fn holdcall_with_home_before_serve_from_the_judged_binary_is_via_holdcall() {
+        let (_t, real, _) = binaries();
+        let judge = Judge::binary_at(&real);
+        let argv = [
+            "holdcall",
+            "--home",
+            "/h",
+            "serve",
+            "--",
+            "npx",
+            "-y",
+            "some-mcp@1.0.0",
+        ];
+        let t = classify_with(
+            &serve(3000, 2000, &real, &argv),
+            &BTreeSet::new(),
+            false,
+            &judge,
+        );
+        assert!(t.via_holdcall);
+        assert_eq!(t.kind, ToolKind::McpServer);
+        assert_eq!(t.package.as_deref(), Some("some-mcp"));
+    }
+
+    #[test]
+    fn a_copy_merely_named_holdcall_claims_to_route_but_is_not_via_holdcall() {
+        let (_t, real, copy) = binaries();
+        let judge = Judge::binary_at(&real);
+        let argv = ["holdcall", "serve", "--", "npx", "-y", "some-mcp@1.0.0"];
+        let t = classify_with(
+            &serve(3000, 2000, &copy, &argv),
+            &BTreeSet::new(),
+            false,
+            &judge,
+        );
+        assert!(!t.via_holdcall);
+        assert_eq!(t.kind, ToolKind::McpServer);
+        let mut snap = machine();
+        add(&mut snap, serve(3000, 2000, &copy, &argv));
+        add(&mut snap, process(3001, 3000, 1000, "npx", &["npx"], "/p"));
+        assert!(!below_holdcall_with(&snap, 3001, 2000, &judge));
+    }
+
+    #[test]
+    fn what_runs_below_the_judged_holdcall_is_via_holdcall_and_nothing_is_when_none_is_judged() {
+        let (_t, real, _) = binaries();
+        let argv = [
+            "holdcall",
+            "serve",
+            "--connector",
+            "fs",
+            "--",
+            "npx",
+            "-y",
+            "x-mcp",
+        ];
+        let mut snap = machine();
+        add(&mut snap, serve(3000, 2000, &real, &argv));
+        add(&mut snap, process(3001, 3000, 1000, "npx", &["npx"], "/p"));
+        assert!(below_holdcall_with(
+            &snap,
+            3001,
+            2000,
+            &Judge::binary_at(&real)
+        ));
+        let nobody = Judge::binary_at(std::path::Path::new("/nonexistent/holdcall"));
+        assert!(!below_holdcall_with(&snap, 3001, 2000, &nobody));
+    }
 }

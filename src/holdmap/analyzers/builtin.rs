@@ -13,6 +13,7 @@ use crate::holdmap::agents::capabilities::configured_servers;
 use crate::holdmap::agents::model::ConfiguredServer;
 use crate::holdmap::analyzers::Insight;
 use crate::holdmap::analyzers::catalog::BUILTIN;
+use crate::holdmap::needs::servers::holdcall_init;
 use crate::text::visible;
 
 /// What one run checked and found.
@@ -148,10 +149,14 @@ fn judge_server(s: &ConfiguredServer, found_at_ms: u64) -> Vec<Insight> {
                 "a stdio server started directly by its client: no Holdcall policy sees its calls"
                     .into()
             }),
-            Some(
-                "run `holdcall init` to see the change, then `holdcall init --write` to route it through Holdcall"
-                    .into(),
-            ),
+            // The same lines list_needs offers (project folder, the holdcall beside holdmap).
+            Some({
+                let init = holdcall_init(s);
+                format!(
+                    "run `{}` to see the change, then `{}` to route it through Holdcall",
+                    init.preview, init.write
+                )
+            }),
             found_at_ms,
         )),
         "unrecognized" => out.push(finding(
@@ -159,7 +164,9 @@ fn judge_server(s: &ConfiguredServer, found_at_ms: u64) -> Vec<Insight> {
             rank("low"),
             format!("{where_} has a shape holdmap does not read"),
             s.routing_detail.as_deref().map(visible).unwrap_or_default(),
-            Some(format!("check the entry in {file} against its client's documentation")),
+            Some(format!(
+                "check the entry in {file} against its client's documentation"
+            )),
             found_at_ms,
         )),
         _ => {}
@@ -222,5 +229,54 @@ fn finding(
         package: None,
         pin: None,
         routing: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::holdmap::needs::servers::holdcall_init;
+
+    #[test]
+    fn the_not_routed_action_is_list_needs_init_line_with_the_project_folder() {
+        let s = ConfiguredServer {
+            client: "claude-code",
+            alias: "some".into(),
+            scope: "project".into(),
+            source: PathBuf::from("/home/u/shop/.mcp.json"),
+            transport: "stdio".into(),
+            enabled: None,
+            runner: Some("npx".into()),
+            package: Some("some-mcp".into()),
+            pin: "pinned",
+            pin_detail: String::new(),
+            remote_host: None,
+            env_names: Vec::new(),
+            header_names: Vec::new(),
+            routing: "not routed",
+            routing_detail: None,
+            holdcall_home: None,
+            holdcall_home_state: None,
+            running_pids: Vec::new(),
+        };
+        let found = judge_server(&s, 1);
+        let action = found
+            .iter()
+            .find(|i| i.rule == "not-routed")
+            .and_then(|i| i.action.clone())
+            .unwrap();
+        let init = holdcall_init(&s);
+        assert!(
+            init.write.starts_with("cd /home/u/shop && "),
+            "{}",
+            init.write
+        );
+        assert!(
+            action.contains(&format!("`{}`", init.preview))
+                && action.contains(&format!("`{}`", init.write)),
+            "{action}"
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! The needs of configured MCP servers: not routed through Holdcall (with the `holdcall init`
-//! lines that route it), not pinned, pin or routing unknown.
+//! lines that route it, naming the holdcall installed beside holdmap), routed into a Holdcall
+//! home other than the usual one, not pinned, pin or routing unknown.
 //!
 //! Must never: name an environment or header value (only aliases, packages, files); offer
 //! `holdcall init` for an entry it does not rewrite (remote or unrecognised).
@@ -7,6 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use super::rules::{HoldcallInit, Kind, Need, Severity, Subject, need};
+use crate::holdmap::agents::capabilities::holdcall_beside;
 use crate::holdmap::agents::model::{AgentReport, ConfiguredServer, Evidence};
 use crate::text;
 
@@ -69,9 +71,17 @@ pub(super) fn server_needs(r: &AgentReport, s: &ConfiguredServer) -> Vec<Need> {
                 ),
                 String::new(),
             );
-            let init = holdcall_init(s);
+            let beside = holdcall_beside();
+            let init = holdcall_init_with(s, beside.as_deref());
+            let caveat = if beside.is_none() {
+                "No holdcall is installed beside holdmap, so holdmap counts no server as routed, \
+                 and `holdcall` here is whichever one your shell finds on PATH (check it with \
+                 `holdcall doctor`). "
+            } else {
+                ""
+            };
             n.action = text::visible(&format!(
-                "Route it through Holdcall: review `{}`, then run `{}`",
+                "{caveat}Route it through Holdcall: review `{}`, then run `{}`",
                 init.preview, init.write
             ));
             n.holdcall_init = Some(init);
@@ -99,6 +109,7 @@ pub(super) fn server_needs(r: &AgentReport, s: &ConfiguredServer) -> Vec<Need> {
             ),
             "Check that it is a server you trust; holdcall init does not rewrite it".to_owned(),
         )),
+        "routed" => out.extend(home_need(r, s, &subject, &key, off)),
         _ => {}
     }
     match s.pin {
@@ -141,25 +152,74 @@ pub(super) fn server_needs(r: &AgentReport, s: &ConfiguredServer) -> Vec<Need> {
     out
 }
 
-/// `holdcall init` for the file that defines `s`: run in the project folder for a project-scope
-/// file (holdcall reads those from the current directory), anywhere otherwise.
+/// A routed server whose relay uses a Holdcall home the entry names, other than the usual one
+/// (`other`) or relative to the client's working directory (`relative`): the rules of that
+/// home apply, which may not be the user's.
+fn home_need(
+    r: &AgentReport,
+    s: &ConfiguredServer,
+    subject: &Subject,
+    key: &str,
+    off: &str,
+) -> Option<Need> {
+    let home = s.holdcall_home.as_deref()?;
+    let (severity, evidence, why) = match s.holdcall_home_state? {
+        "relative" => (
+            Severity::Medium,
+            Evidence::Observed,
+            format!(
+                "into the relative home {home}, which depends on the working directory its client starts it in"
+            ),
+        ),
+        "other" => (
+            Severity::Info,
+            Evidence::Unknown,
+            format!("into the home {home}, not the one holdcall uses in holdmap's environment"),
+        ),
+        _ => return None,
+    };
+    Some(need(
+        Kind::ServerRoutingUnknown,
+        key,
+        unless_disabled(s, severity),
+        evidence,
+        subject.clone(),
+        vec![r.id.clone()],
+        format!(
+            "MCP server {} of {} is routed through Holdcall {why}{off}: the rules of that home check its calls",
+            s.alias, s.client
+        ),
+        format!(
+            "Check that {home} is the Holdcall home your rules are in; if not, route the entry again with `holdcall init --write` (it writes your home as an absolute --home) or edit --home in {}",
+            s.source.display()
+        ),
+    ))
+}
+
+/// `holdcall init` for the file that defines `s`, through the [`holdcall_beside`] holdmap.
 pub(crate) fn holdcall_init(s: &ConfiguredServer) -> HoldcallInit {
+    holdcall_init_with(s, holdcall_beside().as_deref())
+}
+
+/// `holdcall init` for the file that defines `s`, run as `holdcall` (its absolute path, quoted,
+/// when given: the one whose routing holdmap counts; else the bare name, which the shell
+/// resolves on its PATH): in the project folder for a project-scope file (holdcall reads those
+/// from the current directory), anywhere otherwise.
+pub(crate) fn holdcall_init_with(s: &ConfiguredServer, holdcall: Option<&Path>) -> HoldcallInit {
     let directory = (s.scope == "project")
         .then(|| project_dir(&s.source))
         .flatten();
-    let (preview, write) = match &directory {
-        Some(d) => {
-            let cd = format!("cd {} && ", shell_quote(&d.to_string_lossy()));
-            (
-                format!("{cd}holdcall init"),
-                format!("{cd}holdcall init --write"),
-            )
-        }
-        None => (
-            "holdcall init".to_owned(),
-            "holdcall init --write".to_owned(),
-        ),
-    };
+    let program = holdcall.map_or_else(
+        || "holdcall".to_owned(),
+        |p| shell_quote(&p.to_string_lossy()),
+    );
+    let cd = directory.as_ref().map_or_else(String::new, |d| {
+        format!("cd {} && ", shell_quote(&d.to_string_lossy()))
+    });
+    let (preview, write) = (
+        format!("{cd}{program} init"),
+        format!("{cd}{program} init --write"),
+    );
     HoldcallInit {
         directory,
         preview,

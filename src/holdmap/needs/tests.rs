@@ -71,6 +71,8 @@ fn npx_server() -> ConfiguredServer {
         header_names: Vec::new(),
         routing: "not routed",
         routing_detail: None,
+        holdcall_home: None,
+        holdcall_home_state: None,
         running_pids: Vec::new(),
     }
 }
@@ -642,4 +644,77 @@ fn a_stored_pin_or_routing_finding_about_a_server_a_live_need_names_is_not_liste
     let ns = needs(&machine(), &[r], &[same, other_rule, other_server]);
     let findings = of_kind(&ns, Kind::AnalyzerFinding);
     assert_eq!(findings.len(), 2, "{ns:?}");
+}
+
+#[test]
+fn a_routed_server_in_a_relative_home_is_a_medium_need_and_in_another_home_an_info_one() {
+    for (state, severity) in [("relative", Severity::Medium), ("other", Severity::Info)] {
+        let mut server = npx_server();
+        server.routing = "routed";
+        server.pin = "pinned";
+        server.holdcall_home = Some("./.hc".into());
+        server.holdcall_home_state = Some(state);
+        let ns = needs(&machine(), &[with_servers(agent(1100), vec![server])], &[]);
+        assert_eq!(kinds(&ns), vec!["server_routing_unknown"], "{state}");
+        assert_eq!(ns[0].severity, severity);
+        assert!(ns[0].summary.contains("./.hc"), "{}", ns[0].summary);
+        assert!(
+            ns[0].action.contains("home your rules are in"),
+            "{}",
+            ns[0].action
+        );
+        assert!(ns[0].holdcall_init.is_none());
+    }
+}
+
+#[test]
+fn a_routed_server_in_the_usual_home_needs_nothing() {
+    let mut server = npx_server();
+    server.routing = "routed";
+    server.pin = "pinned";
+    server.holdcall_home = Some("/home/u/.local/share/holdcall".into());
+    server.holdcall_home_state = Some("usual");
+    let ns = needs(&machine(), &[with_servers(agent(1100), vec![server])], &[]);
+    assert!(ns.is_empty(), "{ns:?}");
+}
+
+#[test]
+fn the_init_lines_name_the_holdcall_beside_holdmap_by_its_absolute_path_quoted() {
+    let mut s = npx_server();
+    s.scope = "project".into();
+    s.source = PathBuf::from("/home/u/shop/.mcp.json");
+    let beside = std::path::Path::new("/opt/hold call/bin/holdcall");
+    let init = servers::holdcall_init_with(&s, Some(beside));
+    assert_eq!(
+        init.preview,
+        "cd /home/u/shop && '/opt/hold call/bin/holdcall' init"
+    );
+    assert_eq!(
+        init.write,
+        "cd /home/u/shop && '/opt/hold call/bin/holdcall' init --write"
+    );
+    assert_eq!(
+        servers::holdcall_init_with(&s, None).write,
+        "cd /home/u/shop && holdcall init --write"
+    );
+}
+
+#[test]
+fn with_no_holdcall_beside_holdmap_the_routing_need_says_so_and_which_holdcall_runs() {
+    // The unit tests' binary has no `holdcall` beside it.
+    assert!(crate::holdmap::agents::capabilities::holdcall_beside().is_none());
+    let ns = needs(
+        &machine(),
+        &[with_servers(agent(1100), vec![npx_server()])],
+        &[],
+    );
+    let routed = of_kind(&ns, Kind::ServerNotRouted)[0];
+    assert!(
+        routed
+            .action
+            .contains("No holdcall is installed beside holdmap")
+            && routed.action.contains("PATH"),
+        "{}",
+        routed.action
+    );
 }

@@ -466,3 +466,90 @@ fn the_json_matches_its_closed_schema() {
         assert!(!out[key].as_array().unwrap().is_empty(), "{key}");
     }
 }
+
+/// `~/.claude.json` with one server routed through `w.holdcall` with `extra` before `serve` and
+/// `env` as its env block.
+fn routed_with(w: &World, extra: &[&str], env: &str) -> Capabilities {
+    let mut args: Vec<String> = extra.iter().map(|a| format!("\"{a}\"")).collect();
+    args.extend(["serve", "--", "npx", "-y", "pkg@1.2.3"].map(|a| format!("\"{a}\"")));
+    write(
+        &w.places.home.join(".claude.json"),
+        &format!(
+            r#"{{"mcpServers": {{"hc": {{"command": "{}", "args": [{}], "env": {{{env}}}}}}}}}"#,
+            w.holdcall.display(),
+            args.join(", ")
+        ),
+    );
+    let r = report(Some(ClientId::ClaudeCode), "stand-in", &[2000]);
+    of_at(&r, &snap(w), &w.places, &Judge::binary_at(&w.holdcall))
+}
+
+#[test]
+fn a_relative_home_is_routed_into_that_home_and_says_it_depends_on_the_working_directory() {
+    let w = world();
+    let c = routed_with(&w, &["--home", "./.hc"], "");
+    let s = server(&c, "hc");
+    assert_eq!(s.routing, "routed");
+    assert_eq!(s.holdcall_home.as_deref(), Some("./.hc"));
+    assert_eq!(s.holdcall_home_state, Some("relative"));
+    let detail = s.routing_detail.as_deref().unwrap();
+    assert!(detail.contains("working directory"), "{detail}");
+}
+
+#[test]
+fn an_absolute_other_home_from_home_arg_or_the_env_block_is_reported_as_other() {
+    let w = world();
+    let other = w.places.home.join("elsewhere-hc");
+    let other = other.to_str().unwrap();
+    for (extra, env) in [
+        (vec!["--home", other], String::new()),
+        (Vec::new(), format!(r#""HOLDCALL_HOME": "{other}""#)),
+    ] {
+        let c = routed_with(&w, &extra, &env);
+        let s = server(&c, "hc");
+        assert_eq!(s.routing, "routed");
+        assert_eq!(s.holdcall_home.as_deref(), Some(other));
+        assert_eq!(s.holdcall_home_state, Some("other"), "{extra:?} {env}");
+        assert!(s.routing_detail.as_deref().unwrap().contains(other));
+    }
+}
+
+#[test]
+fn an_entry_that_names_no_home_reports_none_and_the_json_carries_the_home() {
+    let w = world();
+    let c = routed_with(&w, &[], r#""PLAIN": "x""#);
+    let s = server(&c, "hc");
+    assert_eq!(
+        (s.holdcall_home.as_deref(), s.holdcall_home_state),
+        (None, None)
+    );
+    assert_eq!(s.routing_detail, None);
+    let c = routed_with(&w, &["--home", "./.hc"], "");
+    let v = to_json(&c);
+    assert_eq!(v["servers"][0]["holdcall_home"], "./.hc");
+    assert_eq!(v["servers"][0]["holdcall_home_state"], "relative");
+    conforms(&v, &output_schema()).unwrap();
+}
+
+#[test]
+fn with_no_holdcall_beside_holdmap_a_holdcall_entry_says_nothing_counts_as_routed() {
+    let w = world();
+    write(
+        &w.places.home.join(".claude.json"),
+        &format!(
+            r#"{{"mcpServers": {{"hc": {{"command": "{}", "args": ["serve", "--", "npx", "-y", "pkg@1.2.3"]}}}}}}"#,
+            w.holdcall.display()
+        ),
+    );
+    let r = report(Some(ClientId::ClaudeCode), "stand-in", &[2000]);
+    let nobody = Judge::binary_at(&w.places.home.join("no/holdcall"));
+    let c = of_at(&r, &snap(&w), &w.places, &nobody);
+    let s = server(&c, "hc");
+    assert_eq!(s.routing, "not routed");
+    let detail = s.routing_detail.as_deref().unwrap();
+    assert!(
+        detail.contains("no holdcall is installed beside holdmap"),
+        "{detail}"
+    );
+    assert!(NO_HOLDCALL_LIMIT.contains("PATH"));
+}
