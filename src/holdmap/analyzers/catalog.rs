@@ -5,7 +5,8 @@
 //! Owns: reading the file (capped, strict: a repeated key, an unknown field or format version
 //! is refused) and checking each entry. Must never: write, add to or approve anything in the
 //! catalog; treat a file it cannot read as empty; quote more of the file in an error than a field
-//! name, a state word or an analyzer name (it says where, and what to do).
+//! name, a state word or an analyzer name (it says where, and what to do); block on a file that
+//! is not a regular one (a named pipe in its place).
 
 use std::io::Read as _;
 use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
@@ -315,10 +316,11 @@ pub(crate) fn valid_name(name: &str) -> bool {
 
 fn check_entry(e: &Entry) -> Result<(), String> {
     if !valid_name(&e.name) {
-        return Err(format!(
-            "`{}` is not an analyzer name: use 1 to 64 of a-z, 0-9 and -, not starting with -",
-            crate::text::visible(&e.name)
-        ));
+        // Not quoted: a value that is not a name could be anything pasted there.
+        return Err(
+            "its `name` is not an analyzer name: use 1 to 64 of a-z, 0-9 and -, not starting with -"
+                .into(),
+        );
     }
     if e.name == BUILTIN {
         return Err(format!(

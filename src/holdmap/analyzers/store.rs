@@ -5,7 +5,8 @@
 //!
 //! Owns: writing and reading those files. Must never: keep findings of an earlier run beside a
 //! newer one's; skip a file it cannot read without saying so; follow a name that is not an
-//! analyzer name into a path.
+//! analyzer name into a path; block on a file that is not a regular one (a named pipe); hand on
+//! a finding whose enum fields hold words `list_insights` does not publish.
 
 use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
