@@ -2,8 +2,9 @@
 //! in memory (`Store`, bounded: the oldest dropped and counted) and gives them back to a GET,
 //! each request only with the collector's bearer token.
 //!
-//! Must never: listen on any address but 127.0.0.1 (`bind` takes only a port); read a request's
-//! body, store a record or return one before the token has been checked; keep a record that
+//! Must never: listen on any address but 127.0.0.1 (`bind` takes only a port); wait for or parse
+//! a request's body, store a record or return one before the token has been checked (body bytes
+//! that came in the same reads as the head are only buffered); spin on a failing accept; keep a record that
 //! `Record::parse` refused; keep more than `HOLDMAP_ACTIVITY_RECORDS_MAX` records; write to disk.
 
 use std::collections::VecDeque;
