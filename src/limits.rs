@@ -592,6 +592,9 @@ pub const HOLDMAP_ACTIVITY_CONNECTIONS_MAX: usize = 32;
 pub const HOLDMAP_ACTIVITY_EXCHANGE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long one record's delivery may take before it is dropped and counted.
 pub const HOLDMAP_ACTIVITY_SEND_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long the collector pauses after a failed accept (out of file descriptors, most often)
+/// before it tries again, so a lasting failure never spins the loop.
+pub const HOLDMAP_ACTIVITY_ACCEPT_RETRY: Duration = Duration::from_millis(100);
 /// How long `holdmap mcp` waits, once its input has closed, for queued records to be delivered.
 pub const HOLDMAP_ACTIVITY_FLUSH_WAIT: Duration = Duration::from_millis(300);
 /// Most bytes of a snapshot `holdmap activity snapshot` reads.

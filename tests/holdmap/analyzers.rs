@@ -232,3 +232,61 @@ fn the_data_dir_is_holdmap_home_else_xdg_data_home_never_a_relative_path() {
     assert!(xdg.join("holdmap/insights/mcp-pins.json").is_file());
     assert!(!project.join("relative").exists());
 }
+
+#[test]
+fn named_pipes_as_the_catalog_or_a_findings_file_are_refused_by_the_binary_which_never_hangs() {
+    let home = tempfile::tempdir().unwrap();
+    let data = home.path().join(".local/share/holdmap");
+    std::fs::create_dir_all(data.join("insights")).unwrap();
+    let mode = nix::sys::stat::Mode::from_bits_truncate(0o600);
+    nix::unistd::mkfifo(&data.join("analyzers.json"), mode).unwrap();
+    nix::unistd::mkfifo(&data.join("insights/x.json"), mode).unwrap();
+
+    // `holdmap analyze osv`: watched rather than waited on, so a hang fails the test.
+    let mut child = Command::new(holdmap_binary())
+        .args(["analyze", "osv"])
+        .env_clear()
+        .env("HOME", home.path())
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .current_dir(home.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut status = None;
+    let finished = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        crate::common::eventually("holdmap analyze finishes", || {
+            status = child.try_wait().unwrap();
+            status.is_some()
+        })
+    }));
+    if finished.is_err() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("holdmap analyze blocked on a named pipe");
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert!(!status.unwrap().success());
+    assert!(
+        err.contains("analyzers.json") && err.contains("named pipe"),
+        "{err}"
+    );
+
+    // The MCP tools: the client fails (never hangs) when no answer comes within its patience.
+    let mut hm = Holdmap::start_with(&[("HOME", home.path().to_str().unwrap())]);
+    hm.initialize("2025-06-18");
+    let insights = hm.call(1, "list_insights", json!({}));
+    let analyzers = hm.call(2, "list_analyzers", json!({}));
+    let errors = structured(&insights)["errors"].to_string();
+    assert!(
+        errors.contains("x.json") && errors.contains("named pipe"),
+        "{insights}"
+    );
+    let a = structured(&analyzers);
+    assert!(
+        a["catalog"]["error"].to_string().contains("named pipe"),
+        "{a}"
+    );
+    assert!(a["store_errors"].to_string().contains("x.json"), "{a}");
+}

@@ -2,8 +2,9 @@
 //! in memory (`Store`, bounded: the oldest dropped and counted) and gives them back to a GET,
 //! each request only with the collector's bearer token.
 //!
-//! Must never: listen on any address but 127.0.0.1 (`bind` takes only a port); read a request's
-//! body, store a record or return one before the token has been checked; keep a record that
+//! Must never: listen on any address but 127.0.0.1 (`bind` takes only a port); wait for or parse
+//! a request's body, store a record or return one before the token has been checked (body bytes
+//! that came in the same reads as the head are only buffered); spin on a failing accept; keep a record that
 //! `Record::parse` refused; keep more than `HOLDMAP_ACTIVITY_RECORDS_MAX` records; write to disk.
 
 use std::collections::VecDeque;
@@ -18,8 +19,9 @@ use tokio::sync::Semaphore;
 use crate::holdmap::activity::http::{self, Head, Method, Refusal};
 use crate::holdmap::activity::record::Record;
 use crate::limits::{
-    HOLDMAP_ACTIVITY_CONNECTIONS_MAX, HOLDMAP_ACTIVITY_EXCHANGE_TIMEOUT,
-    HOLDMAP_ACTIVITY_HEAD_BYTES_MAX, HOLDMAP_ACTIVITY_RECORDS_MAX,
+    HOLDMAP_ACTIVITY_ACCEPT_RETRY, HOLDMAP_ACTIVITY_CONNECTIONS_MAX,
+    HOLDMAP_ACTIVITY_EXCHANGE_TIMEOUT, HOLDMAP_ACTIVITY_HEAD_BYTES_MAX,
+    HOLDMAP_ACTIVITY_RECORDS_MAX,
 };
 
 /// The one path the collector serves: POST a record, GET the snapshot.
@@ -209,15 +211,50 @@ pub(crate) async fn bind() -> std::io::Result<(TcpListener, u16)> {
     Ok((listener, port))
 }
 
+/// A spell of failing accepts: said once on stderr when it starts, not once per retry.
+#[derive(Debug, Default)]
+pub(crate) struct AcceptTrouble {
+    failing: bool,
+}
+
+impl AcceptTrouble {
+    /// The words to print for this failure, the first of a spell only.
+    pub(crate) fn failed(&mut self, e: &std::io::Error) -> Option<String> {
+        if std::mem::replace(&mut self.failing, true) {
+            return None;
+        }
+        Some(format!(
+            "holdmap activity serve: cannot accept connections ({e}); it retries every {} ms and \
+             records nothing meanwhile: if this is \"too many open files\", close other programs' \
+             connections or raise `ulimit -n`",
+            HOLDMAP_ACTIVITY_ACCEPT_RETRY.as_millis()
+        ))
+    }
+
+    /// An accept worked: the next failure starts a new spell.
+    pub(crate) fn recovered(&mut self) {
+        self.failing = false;
+    }
+}
+
 /// Accepts and answers connections until the future is dropped; each within
 /// `HOLDMAP_ACTIVITY_EXCHANGE_TIMEOUT`, at most `HOLDMAP_ACTIVITY_CONNECTIONS_MAX` at once.
 pub(crate) async fn accept_loop(listener: TcpListener, collector: Arc<Collector>) {
     let permits = Arc::new(Semaphore::new(HOLDMAP_ACTIVITY_CONNECTIONS_MAX));
+    let mut trouble = AcceptTrouble::default();
     loop {
         let (mut stream, _) = match listener.accept().await {
-            Ok(accepted) => accepted,
+            Ok(accepted) => {
+                trouble.recovered();
+                accepted
+            }
             Err(e) => {
-                tracing::debug!(error = %e, "accept failed");
+                if let Some(said) = trouble.failed(&e) {
+                    eprintln!("{said}");
+                }
+                // The error (out of file descriptors, most often) lasts a while: retrying at
+                // once would spin a core until it clears.
+                tokio::time::sleep(HOLDMAP_ACTIVITY_ACCEPT_RETRY).await;
                 continue;
             }
         };
@@ -270,6 +307,20 @@ mod tests {
             authorization: authorization.map(str::to_owned),
             content_length: 0,
         }
+    }
+
+    #[test]
+    fn failing_accepts_are_said_once_per_spell_not_once_per_retry() {
+        let mut t = AcceptTrouble::default();
+        let emfile = std::io::Error::from_raw_os_error(24);
+        let first = t.failed(&emfile).unwrap();
+        assert!(
+            first.contains("cannot accept") && first.contains("ulimit"),
+            "{first}"
+        );
+        assert!((0..100).all(|_| t.failed(&emfile).is_none()));
+        t.recovered();
+        assert!(t.failed(&emfile).is_some());
     }
 
     #[test]

@@ -8,8 +8,13 @@
 //! under `/github.copilot…/`), which belong to the `copilot` product with VS Code's config files
 //! (`ClientId::VsCode`); the `code` process above them is not reported.
 //!
+//! Install-path fragments are anchored to a real install layout (a package folder under
+//! `node_modules/`, a vendor's versions folder, a folder at the root), never a bare folder name:
+//! `~/src/claude-code/node_modules/.bin/vite` is someone's checkout, not Claude Code.
+//!
 //! Must never: list a signal that a process could take on by choosing its own name (`comm`,
-//! `argv[0]`) — names here are matched against the executable's path.
+//! `argv[0]`) — names here are matched against the executable's path; list a path fragment that
+//! any folder a user names could contain.
 
 use crate::clients::ClientId;
 
@@ -53,7 +58,8 @@ pub(crate) struct Product {
     pub(crate) client: Option<ClientId>,
     /// Executable basenames (lowercase).
     pub(crate) names: &'static [&'static str],
-    /// Fragments of an install path, in the executable's path or a runtime's entry script.
+    /// Fragments of an install path, in the executable's path or a runtime's entry script. A
+    /// fragment starting with `^` must start the path (a folder at the root).
     pub(crate) paths: &'static [&'static str],
     /// Runtime entry script basenames (without `.js`/`.py`) and python modules.
     pub(crate) entries: &'static [&'static str],
@@ -87,7 +93,12 @@ pub(crate) const PRODUCTS: &[Product] = &[
         kind: Kind::Desktop,
         client: Some(ClientId::ClaudeDesktop),
         names: &["claude-desktop"],
-        paths: &["/Claude.app/", "/AnthropicClaude/", "/claude-desktop/"],
+        // `/usr/lib/claude-desktop/` is the Debian repackaging's install folder.
+        paths: &[
+            "/Claude.app/",
+            "/AnthropicClaude/",
+            "^/usr/lib/claude-desktop/",
+        ],
         entries: &[],
     },
     Product {
@@ -141,7 +152,10 @@ pub(crate) const PRODUCTS: &[Product] = &[
         kind: Kind::Extension,
         client: Some(ClientId::VsCode),
         names: &["copilot-language-server"],
-        paths: &["/github.copilot", "/@github/copilot-language-server/"],
+        paths: &[
+            "/extensions/github.copilot",
+            "/node_modules/@github/copilot-language-server/",
+        ],
         entries: &["copilot-language-server"],
     },
     Product {
@@ -151,7 +165,8 @@ pub(crate) const PRODUCTS: &[Product] = &[
         kind: Kind::Host,
         client: None,
         names: &[],
-        paths: &["/exec-daemon/"],
+        // A cloud agent's VM keeps its daemon in a folder at the root.
+        paths: &["^/exec-daemon/"],
         entries: &[],
     },
     Product {
@@ -161,10 +176,11 @@ pub(crate) const PRODUCTS: &[Product] = &[
             "Claude Code",
             "Anthropic",
             &["claude"],
+            // npm (global, bun, pnpm, the old `~/.claude/local/` install), and the native
+            // installer's `~/.local/share/claude/versions/<version>` executables.
             &[
-                "/@anthropic-ai/claude-code/",
-                "/.local/share/claude/",
-                "/claude-code/",
+                "/node_modules/@anthropic-ai/claude-code/",
+                "/.local/share/claude/versions/",
             ],
         )
     },
@@ -186,7 +202,12 @@ pub(crate) const PRODUCTS: &[Product] = &[
             "Cursor Agent CLI",
             "Anysphere",
             &["cursor-agent"],
-            &["/cursor-agent/"],
+            // The installer's `~/.local/share/cursor-agent/versions/<version>/` (its own node
+            // and index.js); packagers put it in `/opt/cursor-agent/`.
+            &[
+                "/.local/share/cursor-agent/versions/",
+                "^/opt/cursor-agent/",
+            ],
         )
     },
     Product {
@@ -217,7 +238,7 @@ pub(crate) const PRODUCTS: &[Product] = &[
         "opencode",
         "SST",
         &["opencode"],
-        &["/opencode-ai/"],
+        &["/node_modules/opencode-ai/"],
     ),
     cli(
         "amp",
@@ -239,7 +260,15 @@ pub(crate) fn by_id(id: &str) -> Option<&'static Product> {
 pub(crate) fn by_path(path: &str) -> Option<&'static Product> {
     PRODUCTS
         .iter()
-        .find(|p| p.paths.iter().any(|frag| path.contains(frag)))
+        .find(|p| p.paths.iter().any(|frag| mentions(path, frag)))
+}
+
+/// Whether `path` holds the install-path fragment `frag` (`^` anchors it at the start).
+fn mentions(path: &str, frag: &str) -> bool {
+    match frag.strip_prefix('^') {
+        Some(prefix) => path.starts_with(prefix),
+        None => path.contains(frag),
+    }
 }
 
 /// The product whose executable is called `basename` (compared lowercase).

@@ -379,3 +379,59 @@ fn a_nested_agents_ports_are_not_the_outer_agents() {
         vec![(5173, Protocol::Tcp)]
     );
 }
+
+#[test]
+fn a_checkout_or_a_folder_named_like_an_agent_is_not_that_agent() {
+    // Someone's clone called claude-code, running its dev server.
+    assert_eq!(
+        program(
+            Some("/usr/bin/node"),
+            &["node", "/home/u/src/claude-code/node_modules/.bin/vite"]
+        ),
+        None
+    );
+    // A program of their own in a folder called cursor-agent.
+    assert_eq!(
+        program(
+            Some("/home/u/src/cursor-agent/target/debug/server"),
+            &["server"]
+        ),
+        None
+    );
+    assert_eq!(
+        program(Some("/home/u/claude-desktop/bin/app"), &["app"]),
+        None
+    );
+    assert_eq!(program(Some("/home/u/exec-daemon/run"), &["run"]), None);
+}
+
+#[test]
+fn real_install_layouts_are_still_agents() {
+    let cases: &[(&str, &[&str], &str)] = &[
+        (
+            "/home/u/.local/share/cursor-agent/versions/2026.01.28-fd13201/node",
+            &[
+                "node",
+                "/home/u/.local/share/cursor-agent/versions/2026.01.28-fd13201/index.js",
+            ],
+            "cursor-agent",
+        ),
+        (
+            "/usr/bin/node",
+            &[
+                "node",
+                "/home/u/.claude/local/node_modules/@anthropic-ai/claude-code/cli.js",
+            ],
+            "claude-code",
+        ),
+        ("/exec-daemon/exec-daemon", &["exec-daemon"], "agent-host"),
+        (
+            "/usr/lib/claude-desktop/node_modules/electron/dist/electron",
+            &["electron"],
+            "claude-desktop",
+        ),
+    ];
+    for (exe, argv, want) in cases {
+        assert_eq!(program(Some(exe), argv), Some(*want), "{exe} {argv:?}");
+    }
+}

@@ -5,14 +5,16 @@
 //! Owns: reading the file (capped, strict: a repeated key, an unknown field or format version
 //! is refused) and checking each entry. Must never: write, add to or approve anything in the
 //! catalog; treat a file it cannot read as empty; quote more of the file in an error than a field
-//! name, a state word or an analyzer name (it says where, and what to do).
+//! name, a state word or an analyzer name (it says where, and what to do); block on a file that
+//! is not a regular one (a named pipe in its place).
 
 use std::io::Read as _;
+use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::clients::json::{self, Flavour, Node};
+use crate::clients::json::{self, Flavour, Kind, Node};
 use crate::limits;
 
 /// The catalog format this holdmap reads.
@@ -117,6 +119,10 @@ pub(crate) enum CatalogError {
     )]
     Io { path: String, why: String },
     #[error(
+        "the analyzer catalog {path} is {kind}, not a file: holdmap reads only a regular file there; remove it, or put a format-{FORMAT} catalog (schema/holdmap-analyzers.schema.json) in its place"
+    )]
+    NotAFile { path: String, kind: &'static str },
+    #[error(
         "the analyzer catalog {path} is larger than {max} bytes: it is not a catalog holdmap reads; replace it with a format-{FORMAT} catalog (schema/holdmap-analyzers.schema.json) or move it away"
     )]
     TooBig { path: String, max: u64 },
@@ -156,17 +162,14 @@ fn read_file(path: &Path) -> Result<Option<Catalog>, CatalogError> {
         path: shown.clone(),
         why: e.to_string(),
     };
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io(e)),
-    };
     let max = limits::HOLDMAP_ANALYZER_CATALOG_BYTES_MAX;
-    let mut bytes = Vec::new();
-    file.take(max + 1).read_to_end(&mut bytes).map_err(io)?;
-    if bytes.len() as u64 > max {
-        return Err(CatalogError::TooBig { path: shown, max });
-    }
+    let bytes = match read_regular(path, max) {
+        Ok(b) => b,
+        Err(Unread::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(Unread::Io(e)) => return Err(io(e)),
+        Err(Unread::NotAFile(kind)) => return Err(CatalogError::NotAFile { path: shown, kind }),
+        Err(Unread::TooBig) => return Err(CatalogError::TooBig { path: shown, max }),
+    };
     let text = String::from_utf8(bytes).map_err(|e| CatalogError::Syntax {
         path: shown.clone(),
         line: line_of(&[], 0),
@@ -174,6 +177,49 @@ fn read_file(path: &Path) -> Result<Option<Catalog>, CatalogError> {
         what: format!("not UTF-8 after byte {}", e.utf8_error().valid_up_to()),
     })?;
     parse(&text, &shown).map(Some)
+}
+
+/// Why a file holdmap reads whole was not read.
+#[derive(Debug)]
+pub(crate) enum Unread {
+    Io(std::io::Error),
+    /// It is something else than a regular file: what, in words (`a named pipe (FIFO)`).
+    NotAFile(&'static str),
+    /// It is larger than the cap.
+    TooBig,
+}
+
+/// The bytes of the regular file at `path`, at most `max` of them. The file is opened without
+/// blocking (a named pipe or a device would otherwise hang holdmap in `open`) and judged by what
+/// was opened, not by a look at the path beforehand that another process could race.
+pub(crate) fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>, Unread> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)
+        .map_err(Unread::Io)?;
+    let kind = file.metadata().map_err(Unread::Io)?.file_type();
+    if !kind.is_file() {
+        return Err(Unread::NotAFile(if kind.is_fifo() {
+            "a named pipe (FIFO)"
+        } else if kind.is_dir() {
+            "a directory"
+        } else if kind.is_char_device() || kind.is_block_device() {
+            "a device"
+        } else if kind.is_socket() {
+            "a socket"
+        } else {
+            "not a regular file"
+        }));
+    }
+    let mut bytes = Vec::new();
+    file.take(max.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(Unread::Io)?;
+    if bytes.len() as u64 > max {
+        return Err(Unread::TooBig);
+    }
+    Ok(bytes)
 }
 
 /// Parses a catalog's text; `path` is only for messages.
@@ -196,10 +242,20 @@ pub(crate) fn parse(text: &str, path: &str) -> Result<Catalog, CatalogError> {
             found,
         });
     }
+    // The shape is checked on the parsed tree first, so an error names the field and the type
+    // it takes; serde's own messages quote the file's values (`invalid type: string "…"`) and
+    // are never passed on.
+    if let Err((at, what)) = check_shape(&root) {
+        return Err(CatalogError::Invalid {
+            path: path.to_string(),
+            line: line_of(text.as_bytes(), at),
+            what,
+        });
+    }
     let file: File = serde_json::from_str(text).map_err(|e| CatalogError::Invalid {
         path: path.to_string(),
         line: e.line(),
-        what: strip_position(&e.to_string()),
+        what: "it does not match the format".into(),
     })?;
     debug_assert_eq!(file.format, FORMAT);
     let lines: Vec<usize> = root
@@ -260,10 +316,11 @@ pub(crate) fn valid_name(name: &str) -> bool {
 
 fn check_entry(e: &Entry) -> Result<(), String> {
     if !valid_name(&e.name) {
-        return Err(format!(
-            "`{}` is not an analyzer name: use 1 to 64 of a-z, 0-9 and -, not starting with -",
-            crate::text::visible(&e.name)
-        ));
+        // Not quoted: a value that is not a name could be anything pasted there.
+        return Err(
+            "its `name` is not an analyzer name: use 1 to 64 of a-z, 0-9 and -, not starting with -"
+                .into(),
+        );
     }
     if e.name == BUILTIN {
         return Err(format!(
@@ -320,10 +377,130 @@ fn line_of(bytes: &[u8], at: usize) -> usize {
         + 1
 }
 
-/// serde_json's message without its " at line L column C" tail (the line is said apart).
-fn strip_position(message: &str) -> String {
-    match message.rfind(" at line ") {
-        Some(at) => message.get(..at).unwrap_or(message).to_string(),
-        None => message.to_string(),
+/// What a field of the format holds.
+#[derive(Clone, Copy)]
+enum Shape {
+    Text,
+    Number,
+    List,
+    TextList,
+    OptionalTextList,
+    StateWord,
+}
+
+impl Shape {
+    fn expected(self) -> &'static str {
+        match self {
+            Shape::Text => "a string",
+            Shape::Number => "a number",
+            Shape::List => "a list of analyzer entries",
+            Shape::TextList => "a list of strings",
+            Shape::OptionalTextList => "a list of strings (the program first), or null",
+            Shape::StateWord => "one of \"approved\", \"pending\" or \"disabled\"",
+        }
+    }
+
+    fn fits(self, n: &Node) -> bool {
+        let texts = |n: &Node| {
+            n.elements()
+                .is_some_and(|els| els.iter().all(|e| e.as_str().is_some()))
+        };
+        match self {
+            Shape::Text => n.as_str().is_some(),
+            Shape::Number => matches!(n.kind, Kind::Number),
+            Shape::List => n.elements().is_some(),
+            Shape::TextList => texts(n),
+            Shape::OptionalTextList => matches!(n.kind, Kind::Null) || texts(n),
+            Shape::StateWord => n
+                .as_str()
+                .is_some_and(|s| ["approved", "pending", "disabled"].contains(&s)),
+        }
+    }
+}
+
+const TOP: &[(&str, Shape, bool)] = &[
+    ("$schema", Shape::Text, false),
+    ("format", Shape::Number, true),
+    ("catalog_version", Shape::Text, true),
+    ("analyzers", Shape::List, true),
+];
+
+const ENTRY: &[(&str, Shape, bool)] = &[
+    ("name", Shape::Text, true),
+    ("title", Shape::Text, true),
+    ("purpose", Shape::Text, true),
+    ("source", Shape::Text, true),
+    ("sandbox", Shape::Text, true),
+    ("network", Shape::TextList, true),
+    ("state", Shape::StateWord, true),
+    ("command", Shape::OptionalTextList, false),
+];
+
+/// The first place where the catalog's tree does not have the format's shape (its byte
+/// offset), and what is wrong in words that name fields and types, never the file's values.
+fn check_shape(root: &Node) -> Result<(), (usize, String)> {
+    check_object(root, TOP, "the catalog")?;
+    for (i, e) in root
+        .get("analyzers")
+        .and_then(Node::elements)
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        check_object(e, ENTRY, &format!("analyzer entry {}", i + 1))?;
+    }
+    Ok(())
+}
+
+fn check_object(
+    n: &Node,
+    fields: &[(&str, Shape, bool)],
+    what: &str,
+) -> Result<(), (usize, String)> {
+    let Some(members) = n.members() else {
+        return Err((n.span.start, format!("{what} must be an object ({{ … }})")));
+    };
+    for m in members {
+        match fields.iter().find(|(name, _, _)| *name == m.key) {
+            None => {
+                let allowed: Vec<&str> = fields.iter().map(|(name, _, _)| *name).collect();
+                return Err((
+                    m.key_span.start,
+                    format!(
+                        "{what} has a field the format does not have{}; remove it (the fields are {})",
+                        shown_key(&m.key),
+                        allowed.join(", ")
+                    ),
+                ));
+            }
+            Some((name, shape, _)) if !shape.fits(&m.value) => {
+                return Err((
+                    m.value.span.start,
+                    format!("`{name}` of {what} must be {}", shape.expected()),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some((name, _, _)) = fields
+        .iter()
+        .find(|(name, _, required)| *required && n.get(name).is_none())
+    {
+        return Err((n.span.start, format!("{what} has no `{name}`; add it")));
+    }
+    Ok(())
+}
+
+/// A key named back only when it looks like a field name (a key can be anything, a token
+/// pasted by mistake too).
+fn shown_key(key: &str) -> String {
+    let plain = (1..=32).contains(&key.len())
+        && key
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c == '_' || c == '$');
+    if plain {
+        format!(" (`{key}`)")
+    } else {
+        String::new()
     }
 }

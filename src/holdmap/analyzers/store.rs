@@ -5,9 +5,10 @@
 //!
 //! Owns: writing and reading those files. Must never: keep findings of an earlier run beside a
 //! newer one's; skip a file it cannot read without saying so; follow a name that is not an
-//! analyzer name into a path.
+//! analyzer name into a path; block on a file that is not a regular one (a named pipe); hand on
+//! a finding whose enum fields hold words `list_insights` does not publish.
 
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
@@ -15,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clients::json::{self, Flavour};
 use crate::holdmap::analyzers::Insight;
-use crate::holdmap::analyzers::catalog::valid_name;
+use crate::holdmap::analyzers::catalog::{Unread, read_regular, valid_name};
 use crate::limits;
 
 /// The store format this holdmap writes and reads.
@@ -218,13 +219,11 @@ fn read_one(path: &Path, stem: &str) -> Result<StoreFile, String> {
         return Err(fix("is not named after an analyzer".into()));
     }
     let max = limits::HOLDMAP_INSIGHTS_FILE_BYTES_MAX;
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(max + 1).read_to_end(&mut bytes))
-        .map_err(|e| fix(format!("could not be read ({e})")))?;
-    if bytes.len() as u64 > max {
-        return Err(fix(format!("is larger than {max} bytes")));
-    }
+    let bytes = read_regular(path, max).map_err(|e| match e {
+        Unread::Io(e) => fix(format!("could not be read ({e})")),
+        Unread::NotAFile(kind) => fix(format!("is {kind}, not a regular file")),
+        Unread::TooBig => fix(format!("is larger than {max} bytes")),
+    })?;
     let text = String::from_utf8(bytes).map_err(|_| fix("is not UTF-8".into()))?;
     json::parse(&text, Flavour::STRICT).map_err(|e| fix(format!("is not valid JSON ({e})")))?;
     let file: StoreFile = serde_json::from_str(&text)
@@ -240,5 +239,28 @@ fn read_one(path: &Path, stem: &str) -> Result<StoreFile, String> {
             "holds findings of another analyzer than `{stem}`"
         )));
     }
+    // What list_insights publishes must stay inside its schema's enums, whoever wrote the file.
+    for f in &file.findings {
+        let word = [
+            ("severity", Some(&f.severity), SEVERITIES),
+            ("state", Some(&f.state), STATES),
+            ("pin", f.pin.as_ref(), PINS),
+            ("routing", f.routing.as_ref(), ROUTINGS),
+        ]
+        .into_iter()
+        .find(|(_, v, allowed)| v.is_some_and(|v| !allowed.contains(&v.as_str())));
+        if let Some((field, _, allowed)) = word {
+            return Err(fix(format!(
+                "is corrupt: a finding's `{field}` is not one of {}",
+                allowed.join(", ")
+            )));
+        }
+    }
     Ok(file)
 }
+
+/// The words a stored finding's fields may hold (list_insights publishes them as enums).
+pub(crate) const SEVERITIES: &[&str] = &["info", "low", "medium", "high"];
+pub(crate) const STATES: &[&str] = &["open", "acknowledged", "resolved"];
+pub(crate) const PINS: &[&str] = &["pinned", "unpinned", "unknown"];
+pub(crate) const ROUTINGS: &[&str] = &["routed", "not routed", "remote", "unrecognized"];

@@ -540,3 +540,173 @@ fn the_published_catalog_schema_names_exactly_the_fields_the_reader_accepts() {
         json!(catalog::FORMAT)
     );
 }
+
+// --- files that are not files, values outside the format ---
+
+/// Runs `f` on another thread and gives its result, failing (rather than hanging the test run)
+/// when it does not come back: the thing under test is that nothing blocks.
+fn without_hanging<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(20))
+        .expect("holdmap blocked on a named pipe")
+}
+
+fn fifo(path: &Path) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+}
+
+#[test]
+fn a_named_pipe_in_the_findings_folder_is_refused_by_name_and_does_not_block() {
+    let d = tempfile::tempdir().unwrap();
+    let pipe = store::dir_in(d.path()).join("x.json");
+    fifo(&pipe);
+    let data = d.path().to_path_buf();
+    let (read, insights, analyzers) = without_hanging(move || {
+        (
+            store::read(&data).errors,
+            structured(list_insights_at(Ok(data.clone()), &Map::new())).1,
+            structured(list_analyzers_at(Ok(data))).1,
+        )
+    });
+    assert_eq!(read.len(), 1, "{read:?}");
+    assert!(
+        read[0].contains(&pipe.display().to_string())
+            && read[0].contains("named pipe")
+            && read[0].contains("delete it"),
+        "{read:?}"
+    );
+    check_output("list_insights", &insights);
+    assert_eq!(insights["errors"].as_array().unwrap().len(), 1);
+    assert_eq!(analyzers["store_errors"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn a_named_pipe_or_a_directory_as_the_catalog_is_refused_by_name_and_does_not_block() {
+    let d = tempfile::tempdir().unwrap();
+    let pipe = d.path().join(catalog::FILE_NAME);
+    fifo(&pipe);
+    let (data, home) = (d.path().to_path_buf(), tempfile::tempdir().unwrap());
+    let h = home.path().to_path_buf();
+    let (at, listed, ran) = without_hanging(move || {
+        (
+            catalog::read_in(&data).read,
+            structured(list_analyzers_at(Ok(data.clone()))).1,
+            analyze("osv", &data, &h),
+        )
+    });
+    let said = at.unwrap_err().to_string();
+    assert!(
+        said.contains(&pipe.display().to_string()) && said.contains("named pipe"),
+        "{said}"
+    );
+    assert!(said.contains("remove it"), "{said}");
+    check_output("list_analyzers", &listed);
+    assert!(
+        listed["catalog"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("named pipe"),
+        "{listed}"
+    );
+    let (code, _, err) = ran;
+    assert_ne!(code, 0);
+    assert!(err.contains("named pipe"), "{err}");
+
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir(d.path().join(catalog::FILE_NAME)).unwrap();
+    let said = catalog::read_in(d.path()).read.unwrap_err().to_string();
+    assert!(said.contains("a directory, not a file"), "{said}");
+}
+
+/// Stores one run of mcp-pins, then rewrites its file with `edit`; what reading it gives.
+fn stored_then(edit: impl Fn(&mut Value)) -> store::StoreRead {
+    let (d, h) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    claude_config(h.path());
+    assert_eq!(analyze("mcp-pins", d.path(), h.path()).0, 0);
+    let path = store::dir_in(d.path()).join("mcp-pins.json");
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert!(!v["findings"].as_array().unwrap().is_empty());
+    edit(&mut v["findings"][0]);
+    std::fs::write(&path, v.to_string()).unwrap();
+    let read = store::read(d.path());
+    let (_, s) = structured(list_insights_at(Ok(d.path().to_path_buf()), &Map::new()));
+    check_output("list_insights", &s);
+    read
+}
+
+#[test]
+fn a_stored_severity_state_pin_or_routing_outside_the_schema_is_a_corrupt_entry() {
+    for (field, value) in [
+        ("severity", json!("critical")),
+        ("state", json!("snoozed")),
+        ("pin", json!("floating")),
+        ("routing", json!("sideways")),
+    ] {
+        let read = stored_then(|f| f[field] = value.clone());
+        assert!(read.insights.is_empty(), "{field}: {:?}", read.insights);
+        assert_eq!(read.errors.len(), 1, "{field}");
+        assert!(
+            read.errors[0].contains("corrupt") && read.errors[0].contains(&format!("`{field}`")),
+            "{:?}",
+            read.errors
+        );
+    }
+    // The words the schema publishes are read back.
+    assert!(
+        stored_then(|f| f["state"] = json!("acknowledged"))
+            .errors
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_catalog_error_names_the_field_and_its_type_never_the_files_value() {
+    let cases: Vec<(Value, &str)> = vec![
+        (json!({"title": 7}), "`title`"),
+        (json!({"state": CANARY}), "`state`"),
+        (json!({"network": [CANARY, 3]}), "`network`"),
+        (json!({"command": CANARY}), "`command`"),
+        (json!({"name": [CANARY]}), "`name`"),
+        (json!({"name": CANARY}), "`name`"),
+    ];
+    for (patch, field) in cases {
+        let mut e = entry("osv", "pending");
+        for (k, v) in patch.as_object().unwrap() {
+            e[k] = v.clone();
+        }
+        let said = catalog::parse(&catalog_text(&[e]), "f")
+            .unwrap_err()
+            .to_string();
+        assert!(!said.contains(CANARY), "{said}");
+        assert!(
+            said.contains(field)
+                && (said.contains("must be") || said.contains("not an analyzer name")),
+            "{said}"
+        );
+    }
+    let mut e = entry("osv", "pending");
+    e[CANARY] = json!(CANARY);
+    let said = catalog::parse(&catalog_text(&[e]), "f")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        !said.contains(CANARY) && said.contains("does not have"),
+        "{said}"
+    );
+    let text = format!(r#"{{"format": 1, "catalog_version": ["{CANARY}"], "analyzers": []}}"#);
+    let said = catalog::parse(&text, "f").unwrap_err().to_string();
+    assert!(
+        !said.contains(CANARY) && said.contains("`catalog_version`"),
+        "{said}"
+    );
+    let mut e = entry("osv", "pending");
+    e.as_object_mut().unwrap().remove("sandbox");
+    let said = catalog::parse(&catalog_text(&[e]), "f")
+        .unwrap_err()
+        .to_string();
+    assert!(said.contains("no `sandbox`"), "{said}");
+}
