@@ -27,8 +27,14 @@ pub(crate) const TOOLS: &[Tool] = &[
 
 const NEVER_RUNS: &str = "list_analyzers and list_insights never run an analyzer: a person runs one with `holdmap analyze NAME` in a terminal, which stores its findings for list_insights.";
 
-const SEVERITIES: &[&str] = &["info", "low", "medium", "high"];
-const STATES: &[&str] = &["open", "acknowledged", "resolved"];
+use super::store::{PINS, ROUTINGS, SEVERITIES, STATES};
+
+/// `words` or null, as an enum.
+fn words_or_null(words: &[&str]) -> Value {
+    let mut all: Vec<Value> = words.iter().map(|w| json!(w)).collect();
+    all.push(Value::Null);
+    json!({"type": ["string", "null"], "enum": all})
+}
 
 fn nullable_string(description: &str) -> Value {
     json!({"type": ["string", "null"], "description": description})
@@ -230,8 +236,8 @@ fn insight_schema() -> Value {
             "source": nullable_string("The config file it is about."),
             "alias": nullable_string("The MCP server's name in that file."),
             "package": nullable_string("The package or image it runs, without a version."),
-            "pin": {"type": ["string", "null"], "enum": ["pinned", "unpinned", "unknown", null]},
-            "routing": {"type": ["string", "null"], "enum": ["routed", "not routed", "remote", "unrecognized", null]}
+            "pin": words_or_null(PINS),
+            "routing": words_or_null(ROUTINGS)
         },
         "required": ["id", "analyzer", "rule", "agent", "severity", "state", "subject", "title",
             "detail", "action", "found_at_ms", "source", "alias", "package", "pin", "routing"],
