@@ -516,7 +516,7 @@ pub(crate) fn clean(text: &str, max: usize) -> String {
     let masked = mask_following(&words, masked);
     let joined = masked
         .iter()
-        .map(|w| url_cut(w))
+        .map(|w| userinfo_cut(&url_cut(w)))
         .collect::<Vec<_>>()
         .join(" ");
     let count = joined.chars().count();
@@ -655,6 +655,27 @@ fn host_of(rest: &str) -> Option<&str> {
         }
     }
     Some(host)
+}
+
+/// A word shaped `user:password@host…` without a scheme (an image or a DSN written bare) loses
+/// what stands before its last `@`. `host:5000/img@sha256:…` keeps it: a `/` after the colon
+/// says it is a host and port, not a password.
+fn userinfo_cut(word: &str) -> String {
+    if word.contains("://") {
+        return word.to_string();
+    }
+    match word.rsplit_once('@') {
+        Some((before, after))
+            if before
+                .split_once(':')
+                .is_some_and(|(_, pass)| !pass.contains('/')) =>
+        {
+            let b = bare(before);
+            let head = before.get(..before.len() - b.len()).unwrap_or("");
+            format!("{head}{MASK}@{after}")
+        }
+        _ => word.to_string(),
+    }
 }
 
 /// A word holding `scheme://…` keeps what comes before it and `scheme://host` (see

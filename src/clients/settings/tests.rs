@@ -298,6 +298,12 @@ fn a_value_after_a_secret_name_a_password_flag_or_a_user_flag_is_masked() {
             assert!(out.contains(MASK), "{text} → {out}");
         }
     }
+    let bare = clean(&format!("user:{CANARY}@registry.example/img by tag"), 200);
+    assert_eq!(bare, format!("{MASK}@registry.example/img by tag"));
+    assert_eq!(
+        clean("host:5000/img@sha256:ab and @scope/x@npm:y", 200),
+        "host:5000/img@sha256:ab and @scope/x@npm:y"
+    );
     // What is not a credential stays readable.
     assert_eq!(clean("Bash(npm test:*)", 200), "Bash(npm test:*)");
     assert_eq!(
