@@ -308,3 +308,20 @@ fn a_file_is_read_whole_under_the_bound_and_refused_past_it_by_the_opened_file()
     assert_eq!(read_regular(&t.path().join("absent"), 9), Ok(None));
     assert_eq!(read_regular(t.path(), 9), Err(Refusal::NotRegular));
 }
+
+#[test]
+fn a_url_password_holding_a_slash_is_masked_whole_in_listings() {
+    for url in [
+        "https://user:pa/ss@host.example/x",
+        "https://tok/en@host.example/x?q=1",
+    ] {
+        let shown = redact_url(url);
+        assert!(
+            !shown.contains("pa/ss") && !shown.contains("tok"),
+            "{shown}"
+        );
+        assert!(shown.contains("host.example"), "{shown}");
+    }
+    let smithery = "https://server.smithery.ai/@owner/name/mcp";
+    assert_eq!(redact_url(smithery), smithery);
+}

@@ -336,7 +336,7 @@ fn a_url_shows_only_a_plain_host_never_part_of_a_userinfo() {
         assert_eq!(url_host(url).as_deref(), host, "{url}");
     }
     let cut = clean("WebFetch(https://user:pa/ss@host.example/x)", 200);
-    assert_eq!(cut, "WebFetch(https://…");
+    assert_eq!(cut, "WebFetch(https://host.example/…");
 }
 
 #[test]
