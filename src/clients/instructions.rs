@@ -4,7 +4,8 @@
 //!
 //! Owns: the table of instruction-file places per client ([`places_of`]) and [`existing`].
 //! Must never: open, read or keep any instruction file's content (existence and file type
-//! only), or list more than `limits::CLIENT_INSTRUCTION_FILES_MAX` entries of a rules folder.
+//! only), list more than `limits::CLIENT_INSTRUCTION_FILES_MAX` entries of a rules folder or
+//! stat an entry past them, or take a folder it could not list for an empty one.
 //! Imports nothing Holdcall-specific.
 
 use std::path::PathBuf;

@@ -4,13 +4,15 @@
 //! neutral [`ServerEntry`] (its name, command, args, env names, URL and spans).
 //!
 //! Owns: finding the files ([`Places`]), reading them completely or refusing them with a reason
-//! ([`read_file`], `entries`, `json`), and the redaction and pinned judgement of what an entry
+//! ([`read_file`], `entries`, `json`; every file through [`read_regular`]/[`read_head`]:
+//! opened non-blocking, judged by the opened file), and the redaction and pinned judgement of what an entry
 //! runs (`inspect`). Holdcall's judgement of an entry (routed through `holdcall serve`? to which
 //! home?) and the rewrite, backups and undo of `init` are in `crate::routing`, on top of this.
 //! Must never: import anything Holdcall-specific (only std, crates, `crate::limits`,
 //! `crate::ids`, `crate::text` and the MCP scanner's helpers), write a file, keep an environment
 //! value the caller did not ask for, read anything of `~/.claude.json` but its MCP keys, or put
-//! a file's text in a refusal (refusals say where, never what).
+//! a file's text in a refusal (refusals say where, never what), or open a file in a way that
+//! can block (a FIFO named like a config file) or judge a path instead of the opened file.
 
 mod entries;
 pub(crate) mod inspect;

@@ -7,7 +7,8 @@
 //! [`header`] (the bounded front-matter reader). Must never: read a `SKILL.md` past
 //! `limits::CLIENT_SKILL_HEADER_BYTES_MAX` bytes or `CLIENT_SKILL_HEADER_LINES_MAX` lines, return
 //! or keep any of its body, return a header value that has not been through
-//! `settings::clean`, or follow more than `CLIENT_SKILLS_PER_DIR_MAX` folders. Imports nothing
+//! `settings::clean`, follow more than `CLIENT_SKILLS_PER_DIR_MAX` folders or stat an entry
+//! past them, or open a `SKILL.md` in a way that can block (a FIFO). Imports nothing
 //! Holdcall-specific.
 
 use std::path::{Path, PathBuf};
