@@ -1,8 +1,9 @@
 //! The needs of configured MCP servers: not routed through Holdcall (with the `holdcall init`
 //! lines that route it), not pinned, pin or routing unknown.
 //!
-//! Must never: name an environment or header value (only aliases, packages, files); offer
-//! `holdcall init` for an entry it does not rewrite (remote or unrecognised).
+//! Must never: name an environment or header value or any part of a package URL (only aliases,
+//! registry package names, files); offer `holdcall init` for an entry it does not rewrite
+//! (remote or unrecognised).
 
 use std::path::{Path, PathBuf};
 
