@@ -131,6 +131,16 @@ pub(crate) fn redact_url(url: &str) -> String {
         return url.to_string();
     };
     let (scheme, rest) = url.split_at(scheme_end + 3);
+    // No plain host and an `@` before the query: the userinfo may hold a `/`
+    // (`https://user:pa/ss@host`). Everything up to that last `@` is masked.
+    let before_query = rest.split(['?', '#']).next().unwrap_or("");
+    let rest = match before_query.rfind('@') {
+        Some(at) if super::settings::url_host(url).is_none() => {
+            format!("{MASK}@{}", rest.get(at + 1..).unwrap_or(""))
+        }
+        _ => rest.to_string(),
+    };
+    let rest = rest.as_str();
     let (authority, tail) = match rest.find(['/', '?', '#']) {
         Some(i) => rest.split_at(i),
         None => (rest, ""),

@@ -4,7 +4,8 @@
 //!
 //! Owns: the table of instruction-file places per client ([`places_of`]) and [`existing`].
 //! Must never: open, read or keep any instruction file's content (existence and file type
-//! only), or list more than `limits::CLIENT_INSTRUCTION_FILES_MAX` entries of a rules folder.
+//! only), list more than `limits::CLIENT_INSTRUCTION_FILES_MAX` entries of a rules folder or
+//! stat an entry past them, or take a folder it could not list for an empty one.
 //! Imports nothing Holdcall-specific.
 
 use std::path::PathBuf;
@@ -84,32 +85,56 @@ pub(crate) fn places_of(places: &Places, client: Option<ClientId>, product: &str
     s
 }
 
-/// The instruction files that exist at `spots`, as regular files (never opened), and how many
-/// more a folder held past the bound.
-pub(crate) fn existing(spots: &Spots) -> (Vec<PathBuf>, usize) {
+/// What [`existing`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Existing {
+    /// The instruction files that exist as regular files (never opened).
+    pub(crate) files: Vec<PathBuf>,
+    /// Entries of rules folders past `CLIENT_INSTRUCTION_FILES_MAX` files, counted by name
+    /// only (never statted).
+    pub(crate) omitted: usize,
+    /// Rules folders that exist but could not be listed, each with why: not the same as empty.
+    pub(crate) unread: Vec<(PathBuf, String)>,
+}
+
+/// The instruction files that exist at `spots`, as regular files (never opened), how many more
+/// entries a folder held past the bound, and which folders could not be listed.
+pub(crate) fn existing(spots: &Spots) -> Existing {
     let is_file = |p: &PathBuf| std::fs::metadata(p).is_ok_and(|m| m.is_file());
-    let mut out: Vec<PathBuf> = spots.files.iter().filter(|p| is_file(p)).cloned().collect();
-    let mut omitted = 0;
+    let mut out = Existing {
+        files: spots.files.iter().filter(|p| is_file(p)).cloned().collect(),
+        ..Existing::default()
+    };
     for folder in &spots.folders {
-        let Ok(entries) = std::fs::read_dir(folder) else {
-            continue;
+        let entries = match std::fs::read_dir(folder) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                out.unread
+                    .push((folder.clone(), format!("cannot list it: {}", e.kind())));
+                continue;
+            }
         };
         let mut found: Vec<PathBuf> = Vec::new();
-        for e in entries.flatten() {
-            let path = e.path();
-            if !is_file(&path) {
-                continue;
-            }
+        // Past the bound, entries are counted, never statted: a huge folder costs no stat each.
+        for e in entries {
             if found.len() >= limits::CLIENT_INSTRUCTION_FILES_MAX {
-                omitted += 1;
+                out.omitted += 1;
                 continue;
             }
-            found.push(path);
+            let Ok(e) = e else {
+                out.omitted += 1;
+                continue;
+            };
+            let path = e.path();
+            if is_file(&path) {
+                found.push(path);
+            }
         }
         found.sort();
-        out.extend(found);
+        out.files.extend(found);
     }
-    (out, omitted)
+    out
 }
 
 #[cfg(test)]
@@ -136,9 +161,9 @@ mod tests {
         // A folder named like an instruction file is not one.
         std::fs::create_dir_all(p.join("CLAUDE.md")).unwrap();
         let pl = places(&h, &p);
-        let (claude, _) = existing(&places_of(&pl, Some(ClientId::ClaudeCode), "claude-code"));
+        let claude = existing(&places_of(&pl, Some(ClientId::ClaudeCode), "claude-code")).files;
         assert_eq!(claude, vec![h.join(".claude/CLAUDE.md")]);
-        let (cursor, _) = existing(&places_of(&pl, Some(ClientId::Cursor), "cursor"));
+        let cursor = existing(&places_of(&pl, Some(ClientId::Cursor), "cursor")).files;
         assert_eq!(cursor, vec![p.join(".cursor/rules/a.mdc")]);
     }
 
@@ -147,8 +172,44 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         std::fs::write(t.path().join("AGENTS.md"), "x").unwrap();
         let pl = places(t.path(), t.path());
-        let (found, _) = existing(&places_of(&pl, None, "opencode"));
+        let found = existing(&places_of(&pl, None, "opencode")).files;
         assert_eq!(found, vec![t.path().join("AGENTS.md")]);
         assert_eq!(places_of(&pl, None, "unknown-thing"), Spots::default());
+    }
+
+    #[test]
+    fn a_rules_folder_that_cannot_be_listed_is_named_with_why_not_taken_as_empty() {
+        // A file where the folder should be cannot be listed for anyone, root included.
+        let t = tempfile::tempdir().unwrap();
+        let rules = t.path().join(".cursor/rules");
+        std::fs::create_dir_all(rules.parent().unwrap()).unwrap();
+        std::fs::write(&rules, "BODY").unwrap();
+        let found = existing(&places_of(
+            &places(t.path(), t.path()),
+            Some(ClientId::Cursor),
+            "cursor",
+        ));
+        assert_eq!(found.unread.len(), 1, "{found:?}");
+        assert_eq!(found.unread[0].0, rules);
+        assert!(found.unread[0].1.starts_with("cannot list it"), "{found:?}");
+        assert!(!found.unread[0].1.contains("BODY"));
+    }
+
+    #[test]
+    fn a_rules_folder_past_the_bound_lists_the_bound_and_counts_the_rest() {
+        let t = tempfile::tempdir().unwrap();
+        let rules = t.path().join(".cursor/rules");
+        std::fs::create_dir_all(&rules).unwrap();
+        for i in 0..limits::CLIENT_INSTRUCTION_FILES_MAX + 4 {
+            std::fs::write(rules.join(format!("r{i:03}.mdc")), "x").unwrap();
+        }
+        let found = existing(&places_of(
+            &places(t.path(), t.path()),
+            Some(ClientId::Cursor),
+            "cursor",
+        ));
+        let in_rules = found.files.iter().filter(|f| f.starts_with(&rules)).count();
+        assert_eq!(in_rules, limits::CLIENT_INSTRUCTION_FILES_MAX);
+        assert_eq!(found.omitted, 4);
     }
 }

@@ -4,13 +4,15 @@
 //! neutral [`ServerEntry`] (its name, command, args, env names, URL and spans).
 //!
 //! Owns: finding the files ([`Places`]), reading them completely or refusing them with a reason
-//! ([`read_file`], `entries`, `json`), and the redaction and pinned judgement of what an entry
+//! ([`read_file`], `entries`, `json`; every file through [`read_regular`]/[`read_head`]:
+//! opened non-blocking, judged by the opened file), and the redaction and pinned judgement of what an entry
 //! runs (`inspect`). Holdcall's judgement of an entry (routed through `holdcall serve`? to which
 //! home?) and the rewrite, backups and undo of `init` are in `crate::routing`, on top of this.
 //! Must never: import anything Holdcall-specific (only std, crates, `crate::limits`,
 //! `crate::ids`, `crate::text` and the MCP scanner's helpers), write a file, keep an environment
 //! value the caller did not ask for, read anything of `~/.claude.json` but its MCP keys, or put
-//! a file's text in a refusal (refusals say where, never what).
+//! a file's text in a refusal (refusals say where, never what), or open a file in a way that
+//! can block (a FIFO named like a config file) or judge a path instead of the opened file.
 
 mod entries;
 pub(crate) mod inspect;
@@ -370,25 +372,91 @@ pub(crate) fn read_file(spec: &FileSpec, kept_env: &[&str]) -> FileState {
 pub(crate) use entries::entries_of;
 
 fn read_capped(path: &Path) -> Result<Option<String>, String> {
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read it: {e}")),
+    let bytes = match read_regular(path, limits::CLIENT_CONFIG_BYTES_MAX as u64) {
+        Ok(Some(b)) => b,
+        Ok(None) => return Ok(None),
+        Err(Refusal::TooBig(len)) => {
+            return Err(format!(
+                "it is {len} bytes; holdcall reads client files of at most {} bytes",
+                limits::CLIENT_CONFIG_BYTES_MAX
+            ));
+        }
+        Err(r) => return Err(r.to_string()),
     };
-    if !meta.is_file() {
-        return Err("it is not a regular file".into());
-    }
-    if meta.len() > limits::CLIENT_CONFIG_BYTES_MAX as u64 {
-        return Err(format!(
-            "it is {} bytes; holdcall reads client files of at most {} bytes",
-            meta.len(),
-            limits::CLIENT_CONFIG_BYTES_MAX
-        ));
-    }
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read it: {e}"))?;
     String::from_utf8(bytes)
         .map(Some)
         .map_err(|_| "it is not UTF-8 text".to_string())
+}
+
+/// Why [`read_regular`] read nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    NotRegular,
+    /// The opened file's size, over the bound.
+    TooBig(u64),
+    /// The file grew past the bound while it was read.
+    Grew(u64),
+    Io(std::io::ErrorKind),
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::NotRegular => write!(f, "it is not a regular file"),
+            Refusal::TooBig(len) => write!(f, "it is {len} bytes, over holdmap's bound"),
+            Refusal::Grew(max) => write!(
+                f,
+                "it grew past {max} bytes while being read; no part of it is used"
+            ),
+            Refusal::Io(kind) => write!(f, "cannot read it: {kind}"),
+        }
+    }
+}
+
+/// Opens `path` without blocking (a FIFO or a device named like a config file opens at once
+/// instead of waiting for a writer), checks the OPENED file (fstat: a regular file of at most
+/// `max` bytes, so a swap between a check and the open cannot slip past), and reads at most
+/// `max` bytes of it. None when it does not exist. Symlinks are followed, as the clients follow
+/// them.
+pub(crate) fn read_regular(path: &Path, max: u64) -> Result<Option<Vec<u8>>, Refusal> {
+    read_open(path, max, true)
+}
+
+/// [`read_regular`] of the first `max` bytes only: a longer file is read up to `max`, not
+/// refused (a skill's header).
+pub(crate) fn read_head(path: &Path, max: u64) -> Result<Option<Vec<u8>>, Refusal> {
+    read_open(path, max, false)
+}
+
+fn read_open(path: &Path, max: u64, whole: bool) -> Result<Option<Vec<u8>>, Refusal> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Refusal::Io(e.kind())),
+    };
+    let meta = file.metadata().map_err(|e| Refusal::Io(e.kind()))?;
+    if !meta.is_file() {
+        return Err(Refusal::NotRegular);
+    }
+    if whole && meta.len() > max {
+        return Err(Refusal::TooBig(meta.len()));
+    }
+    let mut bytes = Vec::new();
+    // One byte past the cap: a file that grew since the fstat is refused, not cut.
+    let cap = if whole { max.saturating_add(1) } else { max };
+    file.take(cap)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Refusal::Io(e.kind()))?;
+    if whole && bytes.len() as u64 > max {
+        return Err(Refusal::Grew(max));
+    }
+    Ok(Some(bytes))
 }
 
 #[cfg(test)]

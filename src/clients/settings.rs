@@ -272,34 +272,19 @@ fn toml_refusal(text: &str, e: &toml::de::Error) -> String {
 }
 
 /// The text of `path` if it is a regular file of at most `max` bytes of UTF-8; None when it
-/// does not exist. Symlinks are followed, as the clients follow them.
+/// does not exist. Opened without blocking and judged by the opened file
+/// (`clients::read_regular`). Symlinks are followed, as the clients follow them.
 pub(crate) fn read_bounded(path: &Path, max: usize) -> Result<Option<String>, String> {
-    use std::io::Read as _;
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read it: {}", e.kind())),
+    let bytes = match super::read_regular(path, max as u64) {
+        Ok(Some(b)) => b,
+        Ok(None) => return Ok(None),
+        Err(super::Refusal::TooBig(len)) => {
+            return Err(format!(
+                "it is {len} bytes; holdmap reads settings files of at most {max} bytes"
+            ));
+        }
+        Err(r) => return Err(r.to_string()),
     };
-    if !meta.is_file() {
-        return Err("it is not a regular file".into());
-    }
-    if meta.len() > max as u64 {
-        return Err(format!(
-            "it is {} bytes; holdmap reads settings files of at most {max} bytes",
-            meta.len()
-        ));
-    }
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read it: {}", e.kind()))?;
-    let mut bytes = Vec::new();
-    // Take one byte past the cap: a file that grew since `metadata` is refused, not cut.
-    file.take(max as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read it: {}", e.kind()))?;
-    if bytes.len() > max {
-        return Err(format!(
-            "it grew past {max} bytes while being read; holdmap reads no part of it"
-        ));
-    }
     String::from_utf8(bytes)
         .map(Some)
         .map_err(|_| "it is not UTF-8 text".to_string())
@@ -505,8 +490,11 @@ fn vscode(root: &Value, said: &mut Said) {
 
 /// Text from a settings or skill file made safe to return: hidden characters (controls,
 /// invisible and right-to-left ones) dropped, each word a credential could be masked by
-/// `inspect`'s judgement (`--token=…`, `KEY=…`, `Bearer …`, token-shaped values), a URL cut to
-/// its scheme and host, and the whole capped at `max` characters (with `…`).
+/// `inspect`'s judgement (`--token=…`, `KEY=…`, `Bearer …`, token-shaped values), the word
+/// after a secret name (`X-Api-Key: VALUE`, `aws_secret_access_key VALUE`), after `-u`/`--user`
+/// and after `Bearer`/`Basic`/`Token` masked, `-pVALUE` masked, a URL cut to its scheme and
+/// host. Text longer than `max` characters is never shown in part: it is replaced whole by a
+/// note of its length.
 pub(crate) fn clean(text: &str, max: usize) -> String {
     let visible: String = text
         .chars()
@@ -514,50 +502,195 @@ pub(crate) fn clean(text: &str, max: usize) -> String {
         .collect();
     let words: Vec<String> = visible.split(' ').map(str::to_string).collect();
     let masked = inspect::redact_args(&words);
+    let masked: Vec<String> = words
+        .iter()
+        .zip(masked)
+        .map(|(w, m)| {
+            // `X-Api-Key:` alone: its value is the next word, masked below; keep it as written.
+            let key_alone = bare(w)
+                .strip_suffix(':')
+                .is_some_and(|k| !k.contains(':') && inspect::secret_key(k));
+            attached(w).unwrap_or(if key_alone { w.clone() } else { m })
+        })
+        .collect();
+    let masked = mask_following(&words, masked);
     let joined = masked
         .iter()
-        .map(|w| url_cut(w))
+        .map(|w| userinfo_cut(&url_cut(w)))
         .collect::<Vec<_>>()
         .join(" ");
-    // `Bearer x` split in two words escapes redact_args' one-word check: mask after it too.
-    let joined = mask_after_scheme(&joined);
-    let mut out: String = joined.chars().take(max).collect();
-    if joined.chars().count() > max {
-        out.pop();
-        out.push('…');
+    let count = joined.chars().count();
+    if count > max {
+        return format!("({count} characters, longer than holdmap shows)");
     }
-    out
+    joined
 }
 
-/// A word holding `scheme://…` keeps what comes before it and `scheme://host`, then `/…` when
-/// something followed the host (its path, query and userinfo are never shown).
+/// A word with leading quotes or brackets taken off (`"X-Api-Key:` in `curl -H "X-Api-Key: V"`).
+fn bare(w: &str) -> &str {
+    w.trim_start_matches(['"', '\'', '`', '(', '['])
+}
+
+/// A value attached to a flag that takes a password: `-pVALUE` (mysql), `-uUSER:PASS`,
+/// `--user=USER:PASS` (curl).
+fn attached(w: &str) -> Option<String> {
+    let b = bare(w);
+    let head = w.get(..w.len() - b.len()).unwrap_or("");
+    if let Some(v) = b.strip_prefix("-p")
+        && !v.is_empty()
+    {
+        return Some(format!("{head}-p{MASK}"));
+    }
+    if let Some(v) = b.strip_prefix("-u")
+        && v.contains(':')
+    {
+        return Some(format!("{head}-u{MASK}"));
+    }
+    if let Some(v) = b.strip_prefix("--user=")
+        && v.contains(':')
+    {
+        return Some(format!("{head}--user={MASK}"));
+    }
+    None
+}
+
+/// `Bearer`, `Basic`, `Token`: a word saying the next one is a credential.
+fn auth_scheme(w: &str) -> bool {
+    matches!(
+        w.to_ascii_lowercase().as_str(),
+        "bearer" | "basic" | "token"
+    )
+}
+
+/// Whether the word after `w` is a credential: `w` is a secret name alone (`aws_secret_access_key`,
+/// `X-Api-Key:`), an auth scheme (`Bearer`, `Authorization:Bearer`), or `-u`/`--user`.
+fn masks_next(w: &str) -> bool {
+    let b = bare(w);
+    if b.is_empty() {
+        return false;
+    }
+    if auth_scheme(b) || matches!(b, "-u" | "--user") {
+        return true;
+    }
+    if let Some((k, v)) = b.split_once(':') {
+        return (v.is_empty() && inspect::secret_key(k)) || auth_scheme(v);
+    }
+    !b.contains('=') && !b.starts_with('-') && inspect::secret_key(b)
+}
+
+/// `masked` with every word after one that [`masks_next`] masked too (judged on the words as
+/// written). An auth scheme word in that place is kept and the word after it masked instead.
+fn mask_following(words: &[String], mut masked: Vec<String>) -> Vec<String> {
+    let mut pending = false;
+    for (i, w) in words.iter().enumerate() {
+        if pending && !w.is_empty() {
+            if auth_scheme(bare(w)) {
+                continue;
+            }
+            if let Some(m) = masked.get_mut(i) {
+                *m = MASK.to_string();
+            }
+            pending = false;
+            continue;
+        }
+        if masks_next(w) {
+            pending = true;
+        }
+    }
+    masked
+}
+
+/// The host (and port) of a URL: what stands between `scheme://` (and any `userinfo@`) and the
+/// first `/`, `?` or `#`, returned only when it is plainly a host: a name of letters, digits,
+/// `.` and `-` (or a bracketed address) with an optional numeric port, not token-shaped. None
+/// otherwise, so no part of a userinfo is ever returned (`https://user:pa/ss@host` has `/` in
+/// its password: "user:pa" is no host). When an `@` follows in the path and the authority holds
+/// none, the authority must have a dot (or be `localhost` or an address): `https://tok/en@host`
+/// may be a userinfo holding a `/`.
+pub(crate) fn url_host(url: &str) -> Option<String> {
+    let (_, rest) = url.split_once("://")?;
+    host_of(rest).map(str::to_string)
+}
+
+fn host_of(rest: &str) -> Option<&str> {
+    let before_query = rest.split(['?', '#']).next().unwrap_or("");
+    let authority = before_query.split(['/', '\\']).next().unwrap_or("");
+    let (host, had_userinfo) = match authority.rfind('@') {
+        Some(i) => (authority.get(i + 1..)?, true),
+        None => (authority, false),
+    };
+    let later_at = !had_userinfo
+        && before_query
+            .get(authority.len()..)
+            .is_some_and(|path| path.contains('@'));
+    let (name, port) = match host.strip_prefix('[') {
+        Some(v6) => {
+            let (addr, after) = v6.split_once(']')?;
+            if addr.is_empty()
+                || !addr
+                    .chars()
+                    .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+            {
+                return None;
+            }
+            (None, after.strip_prefix(':'))
+        }
+        None => match host.split_once(':') {
+            Some((n, p)) => (Some(n), Some(p)),
+            None => (Some(host), None),
+        },
+    };
+    if port.is_some_and(|p| p.is_empty() || !p.chars().all(|c| c.is_ascii_digit())) {
+        return None;
+    }
+    if let Some(n) = name {
+        let chars_ok = !n.is_empty()
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-'));
+        if !chars_ok || inspect::looks_like_token(n) {
+            return None;
+        }
+        if later_at && !n.contains('.') && n != "localhost" {
+            return None;
+        }
+    }
+    Some(host)
+}
+
+/// A word shaped `user:password@host…` without a scheme (an image or a DSN written bare) loses
+/// what stands before its last `@`. `host:5000/img@sha256:…` keeps it: a `/` after the colon
+/// says it is a host and port, not a password.
+fn userinfo_cut(word: &str) -> String {
+    if word.contains("://") {
+        return word.to_string();
+    }
+    match word.rsplit_once('@') {
+        Some((before, after))
+            if before
+                .split_once(':')
+                .is_some_and(|(_, pass)| !pass.contains('/')) =>
+        {
+            let b = bare(before);
+            let head = before.get(..before.len() - b.len()).unwrap_or("");
+            format!("{head}{MASK}@{after}")
+        }
+        _ => word.to_string(),
+    }
+}
+
+/// A word holding `scheme://…` keeps what comes before it and `scheme://host` (see
+/// [`url_host`]), then `/…` when something followed the host; `scheme://…` when no plain host
+/// can be told. Its path, query and userinfo are never shown.
 fn url_cut(word: &str) -> String {
     let Some(i) = word.find("://") else {
         return word.to_string();
     };
     let (head, rest) = word.split_at(i + 3);
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let host = authority.rsplit('@').next().unwrap_or("");
-    let more = rest.len() > authority.len() || authority.contains('@');
-    format!("{head}{host}{}", if more { "/…" } else { "" })
-}
-
-fn mask_after_scheme(text: &str) -> String {
-    let mut out: Vec<&str> = Vec::new();
-    let mut mask_next = false;
-    for w in text.split(' ') {
-        if mask_next && !w.is_empty() {
-            out.push(MASK);
-            mask_next = false;
-            continue;
-        }
-        mask_next = matches!(
-            w.to_ascii_lowercase().as_str(),
-            "bearer" | "basic" | "token"
-        );
-        out.push(w);
+    match host_of(rest) {
+        Some(host) if rest == host => format!("{head}{host}"),
+        Some(host) => format!("{head}{host}/…"),
+        None => format!("{head}…"),
     }
-    out.join(" ")
 }
 
 #[cfg(test)]

@@ -7,10 +7,10 @@
 //! [`header`] (the bounded front-matter reader). Must never: read a `SKILL.md` past
 //! `limits::CLIENT_SKILL_HEADER_BYTES_MAX` bytes or `CLIENT_SKILL_HEADER_LINES_MAX` lines, return
 //! or keep any of its body, return a header value that has not been through
-//! `settings::clean`, or follow more than `CLIENT_SKILLS_PER_DIR_MAX` folders. Imports nothing
+//! `settings::clean`, follow more than `CLIENT_SKILLS_PER_DIR_MAX` folders or stat an entry
+//! past them, or open a `SKILL.md` in a way that can block (a FIFO). Imports nothing
 //! Holdcall-specific.
 
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use super::settings::clean;
@@ -44,7 +44,8 @@ pub(crate) struct Found {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Listing {
     pub(crate) skills: Vec<Found>,
-    /// Folders past `CLIENT_SKILLS_PER_DIR_MAX`, counted, not read.
+    /// Entries past `CLIENT_SKILLS_PER_DIR_MAX` skill folders (or that could not be listed),
+    /// counted by name only: never statted or read.
     pub(crate) omitted: usize,
     /// Why the directory could not be listed (None: listed, or absent).
     pub(crate) refused: Option<String>,
@@ -80,14 +81,19 @@ pub(crate) fn list(dir: &Path) -> Listing {
         }
     };
     let mut folders: Vec<PathBuf> = Vec::new();
-    // Count every entry but keep a bounded number, so a huge directory costs no memory.
-    for e in entries.flatten() {
-        let path = e.path();
-        if !path.join("SKILL.md").exists() {
-            continue;
-        }
+    // Keep a bounded number; past it, entries are counted by name only (never statted), so a
+    // huge directory costs neither memory nor a stat per entry.
+    for e in entries {
         if folders.len() >= limits::CLIENT_SKILLS_PER_DIR_MAX {
             out.omitted += 1;
+            continue;
+        }
+        let Ok(e) = e else {
+            out.omitted += 1;
+            continue;
+        };
+        let path = e.path();
+        if !path.join("SKILL.md").exists() {
             continue;
         }
         folders.push(path);
@@ -127,17 +133,11 @@ pub(crate) struct Header {
 /// nested keys are skipped). No header: no declared name. Nothing after the closing `---` is
 /// read.
 pub(crate) fn header(file: &Path) -> Result<Header, String> {
-    let meta = std::fs::metadata(file).map_err(|e| format!("cannot read it: {}", e.kind()))?;
-    if !meta.is_file() {
-        return Err("it is not a regular file".into());
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(file)
-        .and_then(|f| {
-            f.take(limits::CLIENT_SKILL_HEADER_BYTES_MAX as u64)
-                .read_to_end(&mut bytes)
-        })
-        .map_err(|e| format!("cannot read it: {}", e.kind()))?;
+    let bytes = match super::read_head(file, limits::CLIENT_SKILL_HEADER_BYTES_MAX as u64) {
+        Ok(Some(b)) => b,
+        Ok(None) => return Err("cannot read it: it does not exist".into()),
+        Err(r) => return Err(r.to_string()),
+    };
     // A multi-byte character cut at the bound is dropped, not guessed.
     let text = match std::str::from_utf8(&bytes) {
         Ok(t) => t,
@@ -283,6 +283,19 @@ mod tests {
         let l = list(t.path());
         assert_eq!(l.skills.len(), limits::CLIENT_SKILLS_PER_DIR_MAX);
         assert_eq!(l.omitted, 3);
+    }
+
+    #[test]
+    fn a_fifo_named_skill_md_is_refused_at_once_not_waited_on() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("piped");
+        std::fs::create_dir(&dir).unwrap();
+        nix::unistd::mkfifo(&dir.join("SKILL.md"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let l = list(t.path());
+        assert_eq!(
+            l.skills[0].refused.as_deref(),
+            Some("it is not a regular file")
+        );
     }
 
     #[test]

@@ -285,3 +285,43 @@ fn a_secret_name_is_judged_once_for_both_programs() {
         assert!(!secret_key(plain), "{plain} should not be secret");
     }
 }
+
+#[test]
+fn a_fifo_named_like_a_client_config_is_refused_at_once_not_waited_on() {
+    let t = tempfile::tempdir().unwrap();
+    let path = t.path().join(".mcp.json");
+    nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    assert_eq!(
+        read_capped(&path),
+        Err("it is not a regular file".to_string())
+    );
+}
+
+#[test]
+fn a_file_is_read_whole_under_the_bound_and_refused_past_it_by_the_opened_file() {
+    let t = tempfile::tempdir().unwrap();
+    let path = t.path().join("f.json");
+    std::fs::write(&path, "0123456789").unwrap();
+    assert_eq!(read_regular(&path, 10), Ok(Some(b"0123456789".to_vec())));
+    assert_eq!(read_regular(&path, 9), Err(Refusal::TooBig(10)));
+    assert_eq!(read_head(&path, 4), Ok(Some(b"0123".to_vec())));
+    assert_eq!(read_regular(&t.path().join("absent"), 9), Ok(None));
+    assert_eq!(read_regular(t.path(), 9), Err(Refusal::NotRegular));
+}
+
+#[test]
+fn a_url_password_holding_a_slash_is_masked_whole_in_listings() {
+    for url in [
+        "https://user:pa/ss@host.example/x",
+        "https://tok/en@host.example/x?q=1",
+    ] {
+        let shown = redact_url(url);
+        assert!(
+            !shown.contains("pa/ss") && !shown.contains("tok"),
+            "{shown}"
+        );
+        assert!(shown.contains("host.example"), "{shown}");
+    }
+    let smithery = "https://server.smithery.ai/@owner/name/mcp";
+    assert_eq!(redact_url(smithery), smithery);
+}

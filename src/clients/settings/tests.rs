@@ -266,7 +266,91 @@ fn clean_masks_credentials_cuts_urls_strips_controls_and_caps_length() {
     assert!(url.contains("example.com"), "{url}");
     let c = clean("a\u{1b}[2Jb\u{202e}c\nd", 200);
     assert!(!c.contains('\u{1b}') && !c.contains('\u{202e}') && !c.contains('\n'));
-    let long = clean(&"y".repeat(500), 10);
-    assert_eq!(long.chars().count(), 10);
-    assert!(long.ends_with('…'));
+    let long = clean(&format!("{}{CANARY}", "y".repeat(500)), 10);
+    assert!(!long.contains('y') && !long.contains(CANARY), "{long}");
+    assert!(long.contains("531 characters"), "{long}");
+}
+
+#[test]
+fn a_value_after_a_secret_name_a_password_flag_or_a_user_flag_is_masked() {
+    let cases = [
+        format!(r#"Bash(curl -H "X-Api-Key: {CANARY}")"#),
+        format!("Bash(curl -H Authorization:Bearer {CANARY})"),
+        format!("Bash(curl -H 'Authorization: Bearer {CANARY}')"),
+        format!("Bash(mysql -p{CANARY} db)"),
+        format!("Bash(mysql -p {CANARY} db)"),
+        format!("Bash(curl -u admin:{CANARY} https://h)"),
+        format!("Bash(curl -uadmin:{CANARY} https://h)"),
+        format!("Bash(curl --user admin:{CANARY})"),
+        format!("Bash(curl --user=admin:{CANARY})"),
+        format!("Bash(aws configure set aws_secret_access_key {CANARY})"),
+        format!("Bash(psql password {CANARY})"),
+        format!("Bash(gh auth login --with-token Token {CANARY})"),
+    ];
+    for case in cases {
+        let short = case.replace(CANARY, "hunter2");
+        for text in [&case, &short] {
+            let out = clean(text, 200);
+            assert!(
+                !out.contains(CANARY) && !out.contains("hunter2"),
+                "{text} → {out}"
+            );
+            assert!(out.contains(MASK), "{text} → {out}");
+        }
+    }
+    let bare = clean(&format!("user:{CANARY}@registry.example/img by tag"), 200);
+    assert_eq!(bare, format!("{MASK}@registry.example/img by tag"));
+    assert_eq!(
+        clean("host:5000/img@sha256:ab and @scope/x@npm:y", 200),
+        "host:5000/img@sha256:ab and @scope/x@npm:y"
+    );
+    // What is not a credential stays readable.
+    assert_eq!(clean("Bash(npm test:*)", 200), "Bash(npm test:*)");
+    assert_eq!(
+        clean(r#"Bash(curl -H "X-Api-Key: V")"#, 200),
+        format!(r#"Bash(curl -H "X-Api-Key: {MASK}"#)
+    );
+}
+
+#[test]
+fn a_url_shows_only_a_plain_host_never_part_of_a_userinfo() {
+    for (url, host) in [
+        (
+            "https://mcp.example.com:8443/p?q=1",
+            Some("mcp.example.com:8443"),
+        ),
+        ("https://u:pw@mcp.example.com/x", Some("mcp.example.com")),
+        (
+            "https://server.smithery.ai/@owner/name/mcp",
+            Some("server.smithery.ai"),
+        ),
+        ("http://localhost:3000/@x", Some("localhost:3000")),
+        ("http://[::1]:8080/mcp", Some("[::1]:8080")),
+        ("https://user:pa/ss@host.example/x", None),
+        ("https://tok/en@host.example/x", None),
+        ("https://user:pa?ss@host.example", None),
+        ("https://h:notaport/x", None),
+        ("https://", None),
+        ("no scheme", None),
+    ] {
+        assert_eq!(url_host(url).as_deref(), host, "{url}");
+    }
+    let cut = clean("WebFetch(https://user:pa/ss@host.example/x)", 200);
+    assert_eq!(cut, "WebFetch(https://host.example/…");
+}
+
+#[test]
+fn a_fifo_named_like_a_settings_file_is_refused_at_once_not_waited_on() {
+    let h = home();
+    let path = h.places.home.join(".claude/settings.json");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let spec = files(&h.places, ClientId::ClaudeCode)
+        .into_iter()
+        .find(|s| s.path == path)
+        .unwrap();
+    assert_eq!(
+        read(&spec),
+        SettingsState::Refused("it is not a regular file".into())
+    );
 }

@@ -194,39 +194,72 @@ fn relay_home_into(
     server.holdcall_home_state = Some(state);
 }
 
-/// The host (and port) of a URL: what is between `scheme://` (and any `userinfo@`) and the
-/// first `/`, `?` or `#`. None when it has no `scheme://`.
+/// The host (and port) of a URL, as `clients::settings::url_host` reads it: None when it has
+/// no `scheme://` or what stands there is not plainly a host (it may hold userinfo).
 pub(crate) fn url_host(url: &str) -> Option<String> {
-    let (_, rest) = url.split_once("://")?;
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let host = authority.rsplit('@').next().unwrap_or("");
-    (!host.is_empty()).then(|| host.to_string())
+    settings::url_host(url)
 }
 
 /// The package a server command runs, without its version: from `inspect::server_name`'s
 /// reading of an npm or Python runner or a container image (scope kept: `@scope/pkg`). None
-/// for a script or a binary (its runner says what it is).
+/// for a script or a binary (its runner says what it is), and None when the spec is not a
+/// plain registry name (a git or tarball URL, a path, `github:o/r`): such a spec may carry a
+/// credential (`git+https://user:TOKEN@host/…`), so no part of it is ever the package.
 fn package_of(cmd: &str, args: &[String]) -> Option<String> {
     let (_, from) = inspect::server_name(cmd, args);
     let package = if let Some(spec) = from.strip_prefix("the npm package ") {
-        let (name, _) = match spec.strip_prefix('@') {
-            Some(rest) => rest
-                .split_once('@')
-                .map(|(n, v)| (format!("@{n}"), Some(v)))
-                .unwrap_or((spec.to_string(), None)),
-            None => spec
-                .split_once('@')
-                .map(|(n, v)| (n.to_string(), Some(v)))
-                .unwrap_or((spec.to_string(), None)),
+        let (scope, rest) = match spec.strip_prefix('@') {
+            Some(rest) => {
+                let (scope, rest) = rest.split_once('/')?;
+                (Some(scope), rest)
+            }
+            None => (None, spec),
         };
-        name
+        let name = rest.split_once('@').map_or(rest, |(n, _)| n);
+        if !npm_word(name) || scope.is_some_and(|s| !npm_word(s)) {
+            return None;
+        }
+        match scope {
+            Some(s) => format!("@{s}/{name}"),
+            None => name.to_string(),
+        }
     } else if let Some(spec) = from.strip_prefix("the Python package ") {
-        spec.split(['=', '<', '>', '~', '!', '@', '[', ';', ' '])
+        let name = spec
+            .split(['=', '<', '>', '~', '!', '@', '[', ';', ' '])
             .next()
-            .unwrap_or(spec)
-            .to_string()
+            .unwrap_or(spec);
+        // PEP 508 names: letters, digits, `.`, `_`, `-`, starting and ending alphanumeric.
+        let ends_ok = name.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+        if !ends_ok
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        {
+            return None;
+        }
+        name.to_string()
     } else if let Some(image) = from.strip_prefix("the image ") {
-        let no_digest = image.split('@').next().unwrap_or(image);
+        // `[host[:port]/]path[:tag][@algo:hex]`: an `@` may only start a digest.
+        let (no_digest, digest) = match image.split_once('@') {
+            Some((n, d)) => (n, Some(d)),
+            None => (image, None),
+        };
+        let digest_ok = digest.is_none_or(|d| {
+            d.split_once(':').is_some_and(|(algo, hex)| {
+                !algo.is_empty()
+                    && algo.chars().all(|c| c.is_ascii_alphanumeric())
+                    && !hex.is_empty()
+                    && hex.chars().all(|c| c.is_ascii_hexdigit())
+            })
+        });
+        let chars_ok = !no_digest.is_empty()
+            && no_digest
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | ':'));
+        if !digest_ok || !chars_ok || no_digest.contains("//") {
+            return None;
+        }
         // A tag follows the last `:` after the last `/` (`host:5000/img:tag`).
         let slash = no_digest.rfind('/').map_or(0, |i| i + 1);
         match no_digest.get(slash..).and_then(|last| last.rfind(':')) {
@@ -241,6 +274,15 @@ fn package_of(cmd: &str, args: &[String]) -> Option<String> {
     };
     let package = clean(&package, limits::CLIENT_SETTING_CHARS_MAX);
     (!package.is_empty()).then_some(package)
+}
+
+/// One word of an npm name (the scope or the name): URL-safe characters npm accepts, not
+/// starting with `.` or `_`.
+fn npm_word(w: &str) -> bool {
+    !w.is_empty()
+        && !w.starts_with(['.', '_'])
+        && w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '~'))
 }
 
 /// The base name of a program path.
@@ -381,15 +423,22 @@ pub(crate) fn of_at(
         "running_pids matches the command lines of the agent's own processes; a server started by anything else, renamed or wrapped is not seen as running"
             .to_string(),
     );
-    let (instructions, omitted) = instructions::existing(&instructions::places_of(
+    let found = instructions::existing(&instructions::places_of(
         places,
         report.client,
         report.product,
     ));
-    caps.instructions = instructions;
-    if omitted > 0 {
+    caps.instructions = found.files;
+    if found.omitted > 0 {
         caps.limits.push(format!(
-            "{omitted} more instruction files in rule folders are not listed"
+            "{} more entries of rule folders were not looked at: instruction files among them are not listed",
+            found.omitted
+        ));
+    }
+    for (folder, why) in &found.unread {
+        caps.limits.push(format!(
+            "the rules folder {} was not read ({why}): instruction files in it are not listed",
+            crate::text::visible(&folder.to_string_lossy())
         ));
     }
     let Some(client) = report.client else {
@@ -474,7 +523,7 @@ fn skills_into(caps: &mut Capabilities, places: &Places, client: ClientId) {
         }
         if listing.omitted > 0 {
             caps.limits.push(format!(
-                "{} more skills in {where_} are not listed",
+                "{} more entries of {where_} were not looked at: skills among them are not listed",
                 listing.omitted
             ));
         }

@@ -710,3 +710,30 @@ fn a_catalog_error_names_the_field_and_its_type_never_the_files_value() {
         .to_string();
     assert!(said.contains("no `sandbox`"), "{said}");
 }
+
+#[test]
+fn a_credential_in_a_package_url_is_stored_nowhere_and_printed_nowhere() {
+    let (d, h) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let text = json!({"mcpServers": {
+        "git": {"command": "uvx", "args": [format!("git+https://user:{CANARY}@github.com/o/r")]},
+        "tgz": {"command": "npx", "args": ["-y", format!("https://{CANARY}@registry.example/p.tgz")]},
+        "from": {"command": "uvx", "args": ["--from", format!("git+https://u:{CANARY}@h.example/r"), "t"]}
+    }});
+    std::fs::write(h.path().join(".claude.json"), text.to_string()).unwrap();
+    let (code, out, err) = analyze("mcp-pins", d.path(), h.path());
+    assert_eq!(code, 0, "{err}");
+    let stored = std::fs::read_to_string(store::dir_in(d.path()).join("mcp-pins.json")).unwrap();
+    for text in [&out, &err, &stored] {
+        assert!(!text.contains("CANARY"), "the canary leaked:\n{text}");
+    }
+    let read = store::read(d.path());
+    assert!(read.errors.is_empty(), "{:?}", read.errors);
+    assert!(
+        read.insights.iter().any(|i| i.rule == "unpinned"),
+        "{stored}"
+    );
+    assert!(
+        read.insights.iter().all(|i| i.package.is_none()),
+        "{stored}"
+    );
+}

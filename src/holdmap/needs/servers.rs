@@ -2,8 +2,9 @@
 //! lines that route it, naming the holdcall installed beside holdmap), routed into a Holdcall
 //! home other than the usual one, not pinned, pin or routing unknown.
 //!
-//! Must never: name an environment or header value (only aliases, packages, files); offer
-//! `holdcall init` for an entry it does not rewrite (remote or unrecognised).
+//! Must never: name an environment or header value or any part of a package URL (only aliases,
+//! registry package names, files); offer `holdcall init` for an entry it does not rewrite
+//! (remote or unrecognised).
 
 use std::path::{Path, PathBuf};
 
@@ -41,11 +42,16 @@ fn unless_disabled(s: &ConfiguredServer, severity: Severity) -> Severity {
 
 pub(super) fn server_needs(r: &AgentReport, s: &ConfiguredServer) -> Vec<Need> {
     let (subject, key) = server_subject(s);
-    let what = s
-        .package
-        .as_deref()
-        .or(s.runner.as_deref())
-        .unwrap_or("its command");
+    // No package means the spec was no plain registry name (a git or tarball URL, a path):
+    // `capabilities` never keeps any part of such a spec, since it may hold a credential.
+    let what = match (&s.package, &s.runner) {
+        (Some(p), _) => p.clone(),
+        (None, Some(r)) if PACKAGE_RUNNERS.contains(&r.as_str()) => {
+            format!("a URL or path with {r}")
+        }
+        (None, Some(r)) => r.clone(),
+        (None, None) => "its command".to_owned(),
+    };
     let off = if s.enabled == Some(false) {
         " (turned off in the file)"
     } else {
@@ -124,11 +130,17 @@ pub(super) fn server_needs(r: &AgentReport, s: &ConfiguredServer) -> Vec<Need> {
                 "MCP server {} runs {what} without an exact version{off}: {}",
                 s.alias, s.pin_detail
             ),
-            format!(
-                "Pin an exact version (for example {}) in {}",
-                pinned_example(s.runner.as_deref(), what),
-                s.source.display()
-            ),
+            match &s.package {
+                Some(p) => format!(
+                    "Pin an exact version (for example {}) in {}",
+                    pinned_example(s.runner.as_deref(), p),
+                    s.source.display()
+                ),
+                None => format!(
+                    "Pin it in {} to an exact version, or a URL or commit that does not move",
+                    s.source.display()
+                ),
+            },
         )),
         // A remote server has no package to pin: its routing need says enough.
         "unknown" if s.remote_host.is_none() && s.transport == "stdio" => out.push(need(
@@ -250,6 +262,11 @@ pub(crate) fn shell_quote(text: &str) -> String {
         format!("'{}'", text.replace('\'', r"'\''"))
     }
 }
+
+/// Runners whose argument is a package: without a package, what they run is a URL or path.
+const PACKAGE_RUNNERS: &[&str] = &[
+    "npx", "bunx", "pnpm", "yarn", "uvx", "uv", "pipx", "docker", "podman",
+];
 
 /// How an exact version is written for `runner`: `pkg==1.2.3` for Python launchers, an image
 /// digest for containers, `pkg@1.2.3` otherwise (npx, bunx, pnpm dlx …).

@@ -718,3 +718,32 @@ fn with_no_holdcall_beside_holdmap_the_routing_need_says_so_and_which_holdcall_r
         routed.action
     );
 }
+
+#[test]
+fn a_credential_in_a_package_url_appears_in_no_need() {
+    const CANARY: &str = "CANARYsecret0123456789abcdefXYZ";
+    let t = tempfile::tempdir().unwrap();
+    let places = crate::clients::Places {
+        home: t.path().to_path_buf(),
+        config_dir: t.path().join(".config"),
+        codex_home: t.path().join(".codex"),
+        project: t.path().join("project"),
+    };
+    let servers = json!({"mcpServers": {
+        "git": {"command": "uvx", "args": [format!("git+https://user:{CANARY}@github.com/o/r")]},
+        "tgz": {"command": "npx", "args": ["-y", format!("https://{CANARY}@registry.example/p.tgz")]},
+        "from": {"command": "uvx", "args": ["--from", format!("git+https://u:{CANARY}@h.example/r"), "t"]}
+    }});
+    std::fs::write(t.path().join(".claude.json"), servers.to_string()).unwrap();
+    let (_, configured) = crate::holdmap::agents::capabilities::configured_servers(
+        &places,
+        crate::clients::ClientId::ClaudeCode,
+        &crate::clients::routed::Judge::binary_at(std::path::Path::new("/nonexistent/holdcall")),
+    );
+    assert_eq!(configured.len(), 3);
+    let ns = needs(&machine(), &[with_servers(agent(1100), configured)], &[]);
+    assert_eq!(of_kind(&ns, Kind::ServerUnpinned).len(), 3, "{ns:?}");
+    let shown = format!("{ns:?}");
+    assert!(!shown.contains("CANARY"), "{shown}");
+    assert!(shown.contains("a URL or path with uvx"), "{shown}");
+}

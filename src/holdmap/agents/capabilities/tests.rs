@@ -553,3 +553,114 @@ fn with_no_holdcall_beside_holdmap_a_holdcall_entry_says_nothing_counts_as_route
     );
     assert!(NO_HOLDCALL_LIMIT.contains("PATH"));
 }
+
+/// Package specs that hold a credential in a URL's userinfo, as `npx`, `uvx` and `uvx --from`
+/// take them: none may become a package.
+fn url_specs() -> Vec<(&'static str, Vec<String>)> {
+    let a = |v: &[&str]| v.iter().map(|s| s.replace("SECRET", CANARY)).collect();
+    vec![
+        ("uvx", a(&["git+https://user:SECRET@github.com/o/r"])),
+        (
+            "npx",
+            a(&["-y", "git+https://oauth2:SECRET@gitlab.com/o/r.git"]),
+        ),
+        ("npx", a(&["-y", "https://SECRET@registry.example/pkg.tgz"])),
+        (
+            "uvx",
+            a(&["--from", "git+https://u:SECRET@github.com/o/r", "tool"]),
+        ),
+        (
+            "uvx",
+            a(&["--from=git+https://u:SECRET@github.com/o/r", "tool"]),
+        ),
+        (
+            "docker",
+            a(&["run", "-i", "user:SECRET@registry.example/img"]),
+        ),
+    ]
+}
+
+#[test]
+fn a_package_spec_that_is_a_url_or_path_gives_no_package_and_no_part_of_it() {
+    for (cmd, args) in url_specs() {
+        assert_eq!(package_of(cmd, &args), None, "{cmd} {args:?}");
+    }
+    let a = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    for (cmd, args, want) in [
+        ("npx", a(&["-y", "@scope/pkg@1.2.3"]), "@scope/pkg"),
+        ("npx", a(&["-y", "some-mcp@latest"]), "some-mcp"),
+        ("uvx", a(&["mcp-server-git==1.0.0"]), "mcp-server-git"),
+        ("uvx", a(&["--from", "mcp-x[cli]>=1", "x"]), "mcp-x"),
+        (
+            "docker",
+            a(&["run", "-i", "ghcr.io/o/img:1.2"]),
+            "ghcr.io/o/img",
+        ),
+        ("docker", a(&["run", "host:5000/img"]), "host:5000/img"),
+        (
+            "npx",
+            a(&["-y", "@scope/x@https://h.example/p.tgz"]),
+            "@scope/x",
+        ),
+        ("npx", a(&["-y", "./local/pkg"]), ""),
+        ("npx", a(&["-y", "github:o/r"]), ""),
+    ] {
+        let want = (!want.is_empty()).then(|| want.to_string());
+        assert_eq!(package_of(cmd, &args), want, "{cmd} {args:?}");
+    }
+}
+
+#[test]
+fn a_credential_in_a_package_url_appears_nowhere_in_capabilities() {
+    let w = world();
+    let servers: serde_json::Map<String, Value> = url_specs()
+        .into_iter()
+        .enumerate()
+        .map(|(i, (cmd, args))| {
+            (
+                format!("s{i}"),
+                serde_json::json!({"command": cmd, "args": args}),
+            )
+        })
+        .collect();
+    write(
+        &w.places.home.join(".claude.json"),
+        &serde_json::json!({ "mcpServers": servers }).to_string(),
+    );
+    let c = caps_of(&w, ClientId::ClaudeCode);
+    assert_eq!(c.servers.len(), url_specs().len(), "{:?}", c.sources);
+    assert!(
+        c.servers.iter().all(|s| s.package.is_none()),
+        "{:?}",
+        c.servers
+    );
+    let out = to_json(&c).to_string();
+    assert!(!out.contains("CANARY"), "{out}");
+}
+
+#[test]
+fn a_remote_host_is_never_part_of_a_userinfo() {
+    assert_eq!(url_host("https://user:pa/ss@host.example/x"), None);
+    assert_eq!(
+        url_host("https://u:p@mcp.example.com:8443/x").as_deref(),
+        Some("mcp.example.com:8443")
+    );
+    assert_eq!(
+        url_host("https://server.smithery.ai/@o/n/mcp").as_deref(),
+        Some("server.smithery.ai")
+    );
+}
+
+#[test]
+fn a_rules_folder_that_cannot_be_listed_is_said_in_limits() {
+    let w = world();
+    write(&w.places.project.join(".cursor/rules"), "BODY");
+    let c = caps_of(&w, ClientId::Cursor);
+    assert!(
+        c.limits
+            .iter()
+            .any(|l| l.starts_with("the rules folder") && l.contains("cannot list it")),
+        "{:?}",
+        c.limits
+    );
+}
