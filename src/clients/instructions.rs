@@ -100,39 +100,19 @@ pub(crate) struct Existing {
 /// The instruction files that exist at `spots`, as regular files (never opened), how many more
 /// entries a folder held past the bound, and which folders could not be listed.
 pub(crate) fn existing(spots: &Spots) -> Existing {
-    let is_file = |p: &PathBuf| std::fs::metadata(p).is_ok_and(|m| m.is_file());
+    let is_file = |p: &std::path::Path| std::fs::metadata(p).is_ok_and(|m| m.is_file());
     let mut out = Existing {
         files: spots.files.iter().filter(|p| is_file(p)).cloned().collect(),
         ..Existing::default()
     };
     for folder in &spots.folders {
-        let entries = match std::fs::read_dir(folder) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => {
-                out.unread
-                    .push((folder.clone(), format!("cannot list it: {}", e.kind())));
-                continue;
-            }
-        };
-        let mut found: Vec<PathBuf> = Vec::new();
-        // Past the bound, entries are counted, never statted: a huge folder costs no stat each.
-        for e in entries {
-            if found.len() >= limits::CLIENT_INSTRUCTION_FILES_MAX {
-                out.omitted += 1;
-                continue;
-            }
-            let Ok(e) = e else {
-                out.omitted += 1;
-                continue;
-            };
-            let path = e.path();
-            if is_file(&path) {
-                found.push(path);
-            }
+        let listed =
+            super::bounded_entries(folder, limits::CLIENT_INSTRUCTION_FILES_MAX, |p| is_file(p));
+        out.omitted += listed.omitted;
+        if let Some(why) = listed.refused {
+            out.unread.push((folder.clone(), why));
         }
-        found.sort();
-        out.files.extend(found);
+        out.files.extend(listed.kept);
     }
     out
 }

@@ -459,5 +459,47 @@ fn read_open(path: &Path, max: u64, whole: bool) -> Result<Option<Vec<u8>>, Refu
     Ok(Some(bytes))
 }
 
+/// A bounded listing of one folder (see [`bounded_entries`]).
+#[derive(Debug, Default)]
+pub(crate) struct Bounded {
+    /// The entries `keep` accepted, at most the bound, sorted.
+    pub(crate) kept: Vec<PathBuf>,
+    /// Entries past the bound (counted by name only, never statted) or unreadable.
+    pub(crate) omitted: usize,
+    /// Why an existing folder could not be listed (an absent folder is simply empty).
+    pub(crate) refused: Option<String>,
+}
+
+/// The entries of `dir` that `keep` accepts, at most `max`: past the bound, entries are counted,
+/// never statted, so a huge folder costs neither memory nor a stat per entry. Shared by the
+/// skills and instruction-file readers.
+pub(crate) fn bounded_entries(dir: &Path, max: usize, keep: impl Fn(&Path) -> bool) -> Bounded {
+    let mut out = Bounded::default();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return out,
+        Err(e) => {
+            out.refused = Some(format!("cannot list it: {}", e.kind()));
+            return out;
+        }
+    };
+    for e in entries {
+        if out.kept.len() >= max {
+            out.omitted += 1;
+            continue;
+        }
+        let Ok(e) = e else {
+            out.omitted += 1;
+            continue;
+        };
+        let path = e.path();
+        if keep(&path) {
+            out.kept.push(path);
+        }
+    }
+    out.kept.sort();
+    out
+}
+
 #[cfg(test)]
 pub(crate) mod tests;

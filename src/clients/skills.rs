@@ -72,33 +72,12 @@ pub(crate) fn dirs(places: &Places, client: ClientId) -> Vec<SkillDir> {
 /// directory holds none.
 pub(crate) fn list(dir: &Path) -> Listing {
     let mut out = Listing::default();
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return out,
-        Err(e) => {
-            out.refused = Some(format!("cannot list it: {}", e.kind()));
-            return out;
-        }
-    };
-    let mut folders: Vec<PathBuf> = Vec::new();
-    // Keep a bounded number; past it, entries are counted by name only (never statted), so a
-    // huge directory costs neither memory nor a stat per entry.
-    for e in entries {
-        if folders.len() >= limits::CLIENT_SKILLS_PER_DIR_MAX {
-            out.omitted += 1;
-            continue;
-        }
-        let Ok(e) = e else {
-            out.omitted += 1;
-            continue;
-        };
-        let path = e.path();
-        if !path.join("SKILL.md").exists() {
-            continue;
-        }
-        folders.push(path);
-    }
-    folders.sort();
+    let listed = super::bounded_entries(dir, limits::CLIENT_SKILLS_PER_DIR_MAX, |p| {
+        p.join("SKILL.md").exists()
+    });
+    out.omitted = listed.omitted;
+    out.refused = listed.refused;
+    let folders = listed.kept;
     for folder in folders {
         let name = folder
             .file_name()
