@@ -5,14 +5,13 @@
 //! nowhere; the collector must refuse a missing or wrong token; the server must keep answering
 //! when the collector is gone.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc::{Receiver, channel};
 
 use serde_json::{Value, json};
 
 use crate::common::{PATIENCE, eventually};
-use crate::holdmap::client::{Holdmap, holdmap_binary};
+use crate::holdmap::client::{Holdmap, holdmap_binary, line_reader};
 
 const CANARY: &str = "canary-XYZ";
 const VERSION: &str = "2025-11-25";
@@ -47,7 +46,7 @@ impl Collector {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let lines = reader(child.stdout.take().unwrap());
+        let lines = line_reader(child.stdout.take().unwrap());
         let (mut endpoint, mut token) = (None, None);
         let mut printed = String::new();
         while endpoint.is_none() || token.is_none() {
@@ -143,25 +142,6 @@ impl Drop for Collector {
     fn drop(&mut self) {
         self.kill();
     }
-}
-
-fn reader(pipe: impl Read + Send + 'static) -> Receiver<String> {
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        let mut r = BufReader::new(pipe);
-        loop {
-            let mut line = String::new();
-            match r.read_line(&mut line) {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {
-                    if tx.send(line).is_err() {
-                        return;
-                    }
-                }
-            }
-        }
-    });
-    rx
 }
 
 /// `holdmap mcp ARGS…` with an MCP client's minimal environment and `env`, initialized.

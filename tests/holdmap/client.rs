@@ -57,22 +57,7 @@ impl Holdmap {
             cmd.env(k, v);
         }
         let mut child = cmd.spawn().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            let mut r = BufReader::new(stdout);
-            loop {
-                let mut line = String::new();
-                match r.read_line(&mut line) {
-                    Ok(0) | Err(_) => return,
-                    Ok(_) => {
-                        if tx.send(line).is_err() {
-                            return;
-                        }
-                    }
-                }
-            }
-        });
+        let lines = line_reader(child.stdout.take().unwrap());
         let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let mut err_pipe = child.stderr.take().unwrap();
         let sink = stderr.clone();
@@ -231,4 +216,25 @@ pub(crate) fn free_port() -> u16 {
 /// Whether something accepts TCP connections on 127.0.0.1:`port`.
 pub(crate) fn accepts(port: u16) -> bool {
     std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+}
+
+/// The lines `pipe` yields, read on a thread of their own so a test can wait for one with a
+/// deadline (`recv_timeout`) instead of blocking on a stuck process.
+pub(crate) fn line_reader(pipe: impl std::io::Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(pipe);
+        loop {
+            let mut line = String::new();
+            match r.read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {
+                    if tx.send(line).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    rx
 }
