@@ -119,6 +119,15 @@ fn preview_handle(h: &mut Holdmap, id: i64, args: Value) -> String {
     out["confirmation_id"].as_str().unwrap().to_owned()
 }
 
+/// `stop_port` executed (`dry_run: false`) on `port` with the handle `id`; the whole answer.
+fn execute(h: &mut Holdmap, request: i64, port: u16, id: &str) -> Value {
+    h.call(
+        request,
+        "stop_port",
+        json!({"port": port, "dry_run": false, "confirmation_id": id}),
+    )
+}
+
 fn assert_refused_without_handle(answer: &Value) {
     let out = structured(answer);
     assert_eq!(out["permitted"], json!(false), "permitted: {answer}");
@@ -134,11 +143,7 @@ fn a_dev_server_is_previewed_then_stopped_and_its_port_is_free() {
     let mut server = Server::http(free_port());
     let mut h = session();
     let id = preview_handle(&mut h, 1, json!({"port": server.port}));
-    let answer = h.call(
-        2,
-        "stop_port",
-        json!({"port": server.port, "dry_run": false, "confirmation_id": id}),
-    );
+    let answer = execute(&mut h, 2, server.port, &id);
     let report = structured(&answer);
     assert_eq!(report["port_free"], json!(true), "{answer}");
     assert_eq!(report["stopped"][0]["signal"], json!("SIGTERM"), "{answer}");
@@ -165,11 +170,7 @@ fn a_dev_servers_launcher_tree_is_stopped_whole() {
         .as_str()
         .unwrap()
         .to_owned();
-    let answer = h.call(
-        2,
-        "stop_port",
-        json!({"port": server.port, "dry_run": false, "confirmation_id": id}),
-    );
+    let answer = execute(&mut h, 2, server.port, &id);
     assert_eq!(structured(&answer)["port_free"], json!(true), "{answer}");
     eventually("the launcher shell exits", || server.exited().is_some());
 }
@@ -179,11 +180,7 @@ fn a_listener_that_ignores_sigterm_is_killed_after_the_grace_period() {
     let mut server = Server::stubborn(free_port());
     let mut h = session();
     let id = preview_handle(&mut h, 1, json!({"port": server.port}));
-    let answer = h.call(
-        2,
-        "stop_port",
-        json!({"port": server.port, "dry_run": false, "confirmation_id": id}),
-    );
+    let answer = execute(&mut h, 2, server.port, &id);
     let report = structured(&answer);
     assert_eq!(report["port_free"], json!(true), "{answer}");
     assert_eq!(report["stopped"][0]["signal"], json!("SIGKILL"), "{answer}");
@@ -242,11 +239,7 @@ fn a_mismatched_option_stops_nothing_and_consumes_the_handle() {
         json!({"port": server.port, "force": true, "dry_run": false, "confirmation_id": id}),
     ));
     assert!(text.contains("Stop target or options changed"), "{text}");
-    let again = tool_error(&h.call(
-        3,
-        "stop_port",
-        json!({"port": server.port, "dry_run": false, "confirmation_id": id}),
-    ));
+    let again = tool_error(&execute(&mut h, 3, server.port, &id));
     assert!(again.contains("no such handle"), "{again}");
     assert!(server.exited().is_none());
 }
@@ -267,11 +260,7 @@ fn malformed_controls_leave_the_handle_usable() {
         tool_error(&h.call(10 + i64::try_from(n).unwrap(), "stop_port", bad));
         assert!(server.exited().is_none());
     }
-    let answer = h.call(
-        20,
-        "stop_port",
-        json!({"port": server.port, "dry_run": false, "confirmation_id": id}),
-    );
+    let answer = execute(&mut h, 20, server.port, &id);
     assert_eq!(structured(&answer)["port_free"], json!(true), "{answer}");
 }
 
@@ -281,11 +270,7 @@ fn a_handle_does_not_survive_a_new_initialize() {
     let mut h = session();
     let id = preview_handle(&mut h, 1, json!({"port": server.port}));
     h.initialize(VERSION);
-    let text = tool_error(&h.call(
-        2,
-        "stop_port",
-        json!({"port": server.port, "dry_run": false, "confirmation_id": id}),
-    ));
+    let text = tool_error(&execute(&mut h, 2, server.port, &id));
     assert!(text.contains("no such handle"), "{text}");
     assert!(server.exited().is_none());
 }
@@ -296,11 +281,7 @@ fn a_handle_from_another_session_stops_nothing() {
     let mut one = session();
     let id = preview_handle(&mut one, 1, json!({"port": server.port}));
     let mut other = session();
-    let text = tool_error(&other.call(
-        1,
-        "stop_port",
-        json!({"port": server.port, "dry_run": false, "confirmation_id": id}),
-    ));
+    let text = tool_error(&execute(&mut other, 1, server.port, &id));
     assert!(text.contains("no such handle"), "{text}");
     assert!(server.exited().is_none());
 }
