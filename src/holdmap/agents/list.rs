@@ -263,7 +263,6 @@ fn run(args: &Map<String, Value>, cx: &mut Cx<'_>) -> Reply {
 
 /// Every agent of `snap` as a report; with `capabilities`, each same-account agent's config
 /// metadata too. Read by `get_agent_flow`, `list_needs` and the analyzers.
-#[cfg_attr(not(test), allow(dead_code))] // their callers land in other branches
 pub(crate) fn reports(snap: &Snapshot, capabilities: bool) -> Vec<AgentReport> {
     let (mut all, _) = report::build(snap);
     if capabilities {

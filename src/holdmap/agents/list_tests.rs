@@ -23,7 +23,12 @@ fn proc(pid: i32, ppid: i32, exe: &str, argv: &[&str]) -> Proc {
 }
 
 fn kind_of(exe: &str, argv: &[&str]) -> (ToolKind, Option<String>) {
-    let t = tools::classify(&proc(3000, 2000, exe, argv), &BTreeSet::new(), false);
+    let t = tools::classify(
+        &proc(3000, 2000, exe, argv),
+        &BTreeSet::new(),
+        false,
+        &crate::holdmap::agents::capabilities::holdcall_judge(),
+    );
     (t.kind, t.package)
 }
 
@@ -104,6 +109,7 @@ fn launchers_entries_and_names_that_look_like_mcp_servers_are_inferred_mcp_serve
         ),
         &BTreeSet::new(),
         false,
+        &crate::holdmap::agents::capabilities::holdcall_judge(),
     );
     assert_eq!(
         t.evidence.label(),

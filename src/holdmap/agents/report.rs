@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+use crate::clients::routed::Judge;
 use crate::holdmap::agents::catalog;
 use crate::holdmap::agents::detect::{self, Found};
 use crate::holdmap::agents::model::{AgentPort, AgentReport, Evidence, Folder, Link, PortRole};
@@ -40,9 +41,21 @@ pub(crate) fn build(snap: &Snapshot) -> (Vec<AgentReport>, Unseen) {
         .collect();
     let mut projects = BTreeMap::new();
     let mut unseen = Unseen::default();
+    // Which holdcall counts is read from the disk once per collection, not once per process.
+    let judge = crate::holdmap::agents::capabilities::holdcall_judge();
     let reports = found
         .iter()
-        .filter_map(|f| one(snap, f, &listening, &dev, &mut projects, &mut unseen))
+        .filter_map(|f| {
+            one(
+                snap,
+                f,
+                &listening,
+                &dev,
+                &judge,
+                &mut projects,
+                &mut unseen,
+            )
+        })
         .collect();
     (reports, unseen)
 }
@@ -52,6 +65,7 @@ fn one(
     f: &Found,
     listening: &[Listener],
     dev: &BTreeSet<i32>,
+    judge: &Judge,
     projects: &mut BTreeMap<PathBuf, Option<PathBuf>>,
     unseen: &mut Unseen,
 ) -> Option<AgentReport> {
@@ -83,8 +97,8 @@ fn one(
             unseen.no_cwd += 1;
         }
         if !helpers.contains(&m) && !p.is_zombie() {
-            let routed = tools::below_holdcall(snap, p.ppid, f.pid);
-            tool_list.push(tools::classify(p, dev, routed));
+            let routed = tools::below_holdcall(snap, p.ppid, f.pid, judge);
+            tool_list.push(tools::classify(p, dev, routed, judge));
         }
     }
     let folders = folders_of(snap, f, projects);

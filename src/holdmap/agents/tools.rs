@@ -13,7 +13,6 @@ use std::collections::BTreeSet;
 
 use crate::clients::inspect;
 use crate::clients::routed::{self, Judge};
-use crate::holdmap::agents::capabilities::holdcall_judge;
 use crate::holdmap::agents::entry::{Entry, entry};
 use crate::holdmap::agents::model::{ChildTool, Evidence, ToolKind};
 use crate::holdmap::framework::{basename, script_name};
@@ -195,13 +194,9 @@ fn routed_package(p: &Proc) -> Option<String> {
 }
 
 /// One process the agent started, classified. `dev` is the set of pids holding a dev-server
-/// listener; `routed` whether it runs below a `holdcall serve` ([`below_holdcall`]).
-pub(crate) fn classify(p: &Proc, dev: &BTreeSet<i32>, routed: bool) -> ChildTool {
-    classify_with(p, dev, routed, &holdcall_judge())
-}
-
-/// [`classify`] with the judge of which holdcall counts given.
-fn classify_with(p: &Proc, dev: &BTreeSet<i32>, routed: bool, judge: &Judge) -> ChildTool {
+/// listener; `routed` whether it runs below a `holdcall serve` ([`below_holdcall`]); `judge`
+/// which holdcall counts (`capabilities::holdcall_judge`, made once per collection).
+pub(crate) fn classify(p: &Proc, dev: &BTreeSet<i32>, routed: bool, judge: &Judge) -> ChildTool {
     let name = crate::holdmap::framework::shown_name(p);
     let mut tool = ChildTool {
         pid: p.pid,
@@ -241,13 +236,9 @@ fn classify_with(p: &Proc, dev: &BTreeSet<i32>, routed: bool, judge: &Judge) -> 
     tool
 }
 
-/// Whether `pid` runs below (or is) a `holdcall serve` of the holdcall beside holdmap among
+/// Whether `pid` runs below (or is) a `holdcall serve` of the holdcall `judge` counts among
 /// `snap`'s processes, up to `stop`.
-pub(crate) fn below_holdcall(snap: &Snapshot, pid: i32, stop: i32) -> bool {
-    below_holdcall_with(snap, pid, stop, &holdcall_judge())
-}
-
-fn below_holdcall_with(snap: &Snapshot, pid: i32, stop: i32, judge: &Judge) -> bool {
+pub(crate) fn below_holdcall(snap: &Snapshot, pid: i32, stop: i32, judge: &Judge) -> bool {
     std::iter::once(pid)
         .chain(snap.ancestors(pid))
         .take_while(|&a| a != stop)
@@ -303,7 +294,7 @@ mod tests {
             "-y",
             "some-mcp@1.0.0",
         ];
-        let t = classify_with(
+        let t = classify(
             &serve(3000, 2000, &real, &argv),
             &BTreeSet::new(),
             false,
@@ -319,7 +310,7 @@ mod tests {
         let (_t, real, copy) = binaries();
         let judge = Judge::binary_at(&real);
         let argv = ["holdcall", "serve", "--", "npx", "-y", "some-mcp@1.0.0"];
-        let t = classify_with(
+        let t = classify(
             &serve(3000, 2000, &copy, &argv),
             &BTreeSet::new(),
             false,
@@ -330,7 +321,7 @@ mod tests {
         let mut snap = machine();
         add(&mut snap, serve(3000, 2000, &copy, &argv));
         add(&mut snap, process(3001, 3000, 1000, "npx", &["npx"], "/p"));
-        assert!(!below_holdcall_with(&snap, 3001, 2000, &judge));
+        assert!(!below_holdcall(&snap, 3001, 2000, &judge));
     }
 
     #[test]
@@ -349,13 +340,8 @@ mod tests {
         let mut snap = machine();
         add(&mut snap, serve(3000, 2000, &real, &argv));
         add(&mut snap, process(3001, 3000, 1000, "npx", &["npx"], "/p"));
-        assert!(below_holdcall_with(
-            &snap,
-            3001,
-            2000,
-            &Judge::binary_at(&real)
-        ));
+        assert!(below_holdcall(&snap, 3001, 2000, &Judge::binary_at(&real)));
         let nobody = Judge::binary_at(std::path::Path::new("/nonexistent/holdcall"));
-        assert!(!below_holdcall_with(&snap, 3001, 2000, &nobody));
+        assert!(!below_holdcall(&snap, 3001, 2000, &nobody));
     }
 }
