@@ -23,6 +23,7 @@ mod budgets;
 mod cli;
 mod connectors;
 mod console;
+mod crash;
 mod daemon_lifecycle;
 mod derived_connector;
 mod failclosed;

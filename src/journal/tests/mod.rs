@@ -16,6 +16,7 @@ use crate::config::Durability;
 mod encoding;
 mod files;
 mod in_force;
+mod props;
 mod reader;
 mod tables;
 mod verify;
