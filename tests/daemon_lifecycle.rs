@@ -7,7 +7,9 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use crate::common::{Env, KillOnDrop, PATIENCE, alive, alone, eventually, signal_pid};
+use crate::common::{
+    Env, KillOnDrop, PATIENCE, SignalOnDrop, alive, alone, eventually, signal_pid,
+};
 use nix::sys::signal::Signal;
 
 /// The tests of this file run one at a time: the load test's CPU burners must not slow the
@@ -402,15 +404,6 @@ fn doctor_fails_on_a_daemon_run_for_this_home_that_does_not_hold_its_lock() {
     });
 }
 
-/// Sends SIGCONT to a process this test stopped, when the test ends, passing or not.
-struct ContinueOnDrop(i32);
-
-impl Drop for ContinueOnDrop {
-    fn drop(&mut self) {
-        let _ = signal_pid(self.0, nix::sys::signal::Signal::SIGCONT);
-    }
-}
-
 #[test]
 fn restart_replaces_a_daemon_that_was_stopped_with_sigstop() {
     // Found in review of issue 12, item 9: `status` and `daemon start` say to run
@@ -418,7 +411,7 @@ fn restart_replaces_a_daemon_that_was_stopped_with_sigstop() {
     // never acted on the SIGTERM: restart said "the daemon did not stop within 5s" (rc 1).
     let (_serial, env, pid) = started();
     signal_pid(pid as i32, nix::sys::signal::Signal::SIGSTOP).unwrap();
-    let _continue = ContinueOnDrop(pid as i32);
+    let _continue = SignalOnDrop(pid as i32, Signal::SIGCONT);
     let status = env.run(&["daemon", "status"]);
     assert!(text(&status).contains("not answering"), "{}", text(&status));
     let out = env.run(&["daemon", "restart"]);

@@ -6,8 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 fn socket_of(env: &Env) -> String {
-    let v: serde_json::Value = serde_json::from_str(&env.ok(&["status", "--json"])).unwrap();
-    v["socket"].as_str().unwrap().to_string()
+    env.socket().to_str().unwrap().to_string()
 }
 
 /// Runs `holdcall serve` with a server command that would leave a mark; the relay must exit 1
@@ -120,40 +119,13 @@ fn a_journal_that_cannot_be_written_refuses_the_call() {
 fn an_impostor_on_the_socket_decides_nothing() {
     let env = Env::new();
     env.ok(&["status"]); // creates nothing, but tells us the socket path
-    let socket = socket_of(&env);
-    std::fs::create_dir_all(std::path::Path::new(&socket).parent().unwrap()).unwrap();
-    // A process that is not Holdcall listens where the daemon would, and allows everything.
-    let script = r#"
-import socket, sys, json
-s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(8)
-print("ready", flush=True)
-while True:
-    c, _ = s.accept()
-    f = c.makefile("rwb")
-    for line in f:
-        m = json.loads(line)
-        f.write((json.dumps({"kind":"decision","session_id":m.get("session_id"),"seq":m.get("seq"),"decision":"allow","reason":"","policy_id":None}) + "\n").encode()); f.flush()
-"#;
-    let mut imp = Command::new("python3")
-        .args(["-c", script, &socket])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _guard = KillOnDrop(vec![imp.id() as i32]);
-    let mut ready = String::new();
-    BufReader::new(imp.stdout.take().unwrap())
-        .read_line(&mut ready)
-        .unwrap();
-    assert_eq!(ready.trim(), "ready");
+    let _impostor = crate::common::impostor::listen(&env.socket());
     let mut r = env.relay("demo");
     r.handshake();
     r.send(&call("1", "echo", r#"{"text":"a"}"#));
     assert_no_decision(&r.recv_json());
     let stderr = r.finish();
     assert!(stderr.contains("not this Holdcall build"), "{stderr}");
-    let _ = imp.kill();
-    let _ = imp.wait();
 }
 
 #[test]
@@ -210,7 +182,7 @@ fn a_stale_socket_left_by_a_killed_daemon_is_reclaimed() {
     // exited, a command can still connect to its socket and (rightly) refuse a listener whose
     // identity cannot be read. The socket is stale once the daemon has exited.
     eventually("the killed daemon has exited", || !alive(pid.as_raw()));
-    assert!(std::path::Path::new(&socket_of(&env)).exists());
+    assert!(env.socket().exists());
     env.ok(&["policy", "deny", "x"]); // starts a new daemon over the stale socket
     assert_ne!(env.daemon_pid(), pid.as_raw());
 }
@@ -311,15 +283,6 @@ fn a_session_the_daemon_cannot_open_starts_no_server() {
     db.execute_batch("DROP TRIGGER no_more;").unwrap();
 }
 
-/// Sends SIGCONT to a process this test stopped, when the test ends, passing or not.
-struct ContinueOnDrop(nix::unistd::Pid);
-
-impl Drop for ContinueOnDrop {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(self.0, nix::sys::signal::Signal::SIGCONT);
-    }
-}
-
 #[test]
 fn a_stopped_daemon_at_session_start_leaves_the_server_answering_and_every_call_refused_in_time() {
     // Regression (issue 12, item 9): a relay whose daemon was stopped said nothing to the
@@ -328,7 +291,7 @@ fn a_stopped_daemon_at_session_start_leaves_the_server_answering_and_every_call_
     env.ok(&["daemon", "start"]);
     let pid = nix::unistd::Pid::from_raw(env.daemon_pid());
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
-    let _continue = ContinueOnDrop(pid);
+    let _continue = SignalOnDrop(pid.as_raw(), nix::sys::signal::Signal::SIGCONT);
     let started = std::time::Instant::now();
     let mut r = env.relay("demo");
     r.handshake(); // answered by the server

@@ -3,34 +3,17 @@
 
 use crate::common::*;
 
-fn socket_of(env: &Env) -> std::path::PathBuf {
-    let v: serde_json::Value = serde_json::from_str(&env.ok(&["status", "--json"])).unwrap();
-    v["socket"].as_str().unwrap().into()
-}
-
-/// Stops a daemon this test started, by its pid, when the test ends, passing or not (its
-/// socket was moved away, so `daemon stop` of its own home cannot find it).
-struct TermOnDrop(i32);
-
-impl Drop for TermOnDrop {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.0),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-    }
-}
-
 /// Home A denies `delete_file`; home B allows everything. A's daemon is stopped and B's socket
 /// is renamed onto A's socket path, as a same-user process could.
-fn b_on_a_socket() -> (Env, Env, TermOnDrop) {
+fn b_on_a_socket() -> (Env, Env, SignalOnDrop) {
     let a = Env::new();
     let b = Env::new();
     a.ok(&["policy", "deny", "delete_file"]);
     a.ok(&["daemon", "stop"]);
     b.ok(&["daemon", "start"]);
-    let guard = TermOnDrop(b.daemon_pid());
-    std::fs::rename(socket_of(&b), socket_of(&a)).unwrap();
+    // Its socket is moved away, so `daemon stop` of its own home cannot find it.
+    let guard = SignalOnDrop(b.daemon_pid(), nix::sys::signal::Signal::SIGTERM);
+    std::fs::rename(b.socket(), a.socket()).unwrap();
     (a, b, guard)
 }
 

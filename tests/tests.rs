@@ -27,6 +27,7 @@ mod crash;
 mod daemon_lifecycle;
 mod derived_connector;
 mod failclosed;
+mod faults;
 mod full_disk;
 mod holdmap;
 mod hostile;

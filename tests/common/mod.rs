@@ -3,6 +3,8 @@
 //! receives. Nothing here touches the real home, keyring or network: every command runs without
 //! the developer's D-Bus session, unless the test attached a private one (`SecretService`).
 
+pub(crate) mod disk;
+pub(crate) mod impostor;
 mod turns;
 
 pub(crate) use turns::alone;
@@ -181,6 +183,12 @@ impl Env {
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8(out.stderr).unwrap()
+    }
+
+    /// This home's daemon socket path, as `holdcall status --json` names it.
+    pub(crate) fn socket(&self) -> PathBuf {
+        let v: serde_json::Value = serde_json::from_str(&self.ok(&["status", "--json"])).unwrap();
+        v["socket"].as_str().unwrap().into()
     }
 
     /// The pid of the daemon of this home, from `holdcall daemon status`.
@@ -382,6 +390,16 @@ impl Drop for KillOnDrop {
         for &p in &self.0 {
             let _ = signal_pid(p, nix::sys::signal::Signal::SIGKILL);
         }
+    }
+}
+
+/// Sends one signal to one process the test started (by pid) when the test ends, passing or
+/// not: SIGCONT to a daemon it stopped, SIGTERM to a daemon it cannot reach through its home.
+pub(crate) struct SignalOnDrop(pub i32, pub nix::sys::signal::Signal);
+
+impl Drop for SignalOnDrop {
+    fn drop(&mut self) {
+        let _ = signal_pid(self.0, self.1);
     }
 }
 
