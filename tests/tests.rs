@@ -43,4 +43,5 @@ mod policy_files;
 mod relay;
 mod rendering;
 mod rmcp_client;
+mod shim_selftest;
 mod versions;

@@ -3,6 +3,7 @@
 //! receives. Nothing here touches the real home, keyring or network: every command runs without
 //! the developer's D-Bus session, unless the test attached a private one (`SecretService`).
 
+pub(crate) mod shim;
 mod turns;
 
 pub(crate) use turns::alone;
