@@ -44,4 +44,5 @@ mod policy_files;
 mod relay;
 mod rendering;
 mod rmcp_client;
+mod shim_selftest;
 mod versions;

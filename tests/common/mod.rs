@@ -5,6 +5,7 @@
 
 pub(crate) mod disk;
 pub(crate) mod impostor;
+pub(crate) mod shim;
 mod turns;
 
 pub(crate) use turns::alone;
