@@ -14,6 +14,7 @@
 //! Nothing here signals a process the row did not start, and only by pid.
 
 use crate::common::disk::{SmallDisk, fill};
+use crate::common::shim::Shim;
 use crate::common::*;
 use std::any::Any;
 use std::path::Path;
@@ -53,17 +54,23 @@ enum Needs {
     Nothing,
     /// Root: mounting a tmpfs, or `chattr +i`.
     Root,
+    /// The LD_PRELOAD shim (tools/shim) on the daemon, which needs a C compiler: the row's
+    /// daemon is started with it, in mode `off` until the row injects.
+    Shim,
 }
 
 /// What an injected fault leaves behind: how to undo it, and what must live until the row
 /// ends (a mount, a process to stop).
+/// How a row undoes its fault: given the home and, for shim rows, its shim.
+type Undo = Box<dyn FnOnce(&Env, Option<&Shim>)>;
+
 struct Fault {
-    undo: Box<dyn FnOnce(&Env)>,
+    undo: Undo,
     keep: Vec<Box<dyn Any>>,
 }
 
 impl Fault {
-    fn undo(undo: impl FnOnce(&Env) + 'static) -> Fault {
+    fn undo(undo: impl FnOnce(&Env, Option<&Shim>) + 'static) -> Fault {
         Fault {
             undo: Box::new(undo),
             keep: Vec::new(),
@@ -85,13 +92,23 @@ struct Row {
     /// Done before anything runs on the home (a mount under it).
     prepare: fn(&Env) -> Vec<Box<dyn Any>>,
     when: When,
-    inject: fn(&Env) -> Fault,
+    inject: fn(&Env, Option<&Shim>) -> Fault,
+    /// Done once the faulted call is written, before its answer is read.
+    during: fn(&Env, Option<&Shim>),
     expect: Expect,
     heals: Heals,
 }
 
 fn nothing(_: &Env) -> Vec<Box<dyn Any>> {
     Vec::new()
+}
+
+fn no_more(_: &Env, _: Option<&Shim>) {}
+
+/// Puts the shim in `mode` for the faulted call, and back to `off` to undo.
+fn shim_mode(shim: Option<&Shim>, mode: &str) -> Fault {
+    shim.unwrap().set(mode);
+    Fault::undo(|_, shim| shim.unwrap().set("off"))
 }
 
 /// Stops the row's daemon when dropped: kept after a mount, so it runs before the unmount.
@@ -139,10 +156,11 @@ faults! {
         on_disk: false,
         prepare: nothing,
         when: When::AtStart,
-        inject: |env| {
+        inject: |env, _| {
             std::fs::create_dir(env.db()).unwrap();
-            Fault::undo(|env| std::fs::remove_dir(env.db()).unwrap())
+            Fault::undo(|env, _| std::fs::remove_dir(env.db()).unwrap())
         },
+        during: no_more,
         expect: Expect::Refused,
         heals: Heals::NewRelay,
     },
@@ -153,14 +171,15 @@ faults! {
         on_disk: false,
         prepare: nothing,
         when: When::MidSession,
-        inject: |env| {
+        inject: |env, _| {
             let pid = env.daemon_pid();
             signal_pid(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
-            Fault::undo(move |_| {
+            Fault::undo(move |_, _| {
                 signal_pid(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
             })
             .keeping(SignalOnDrop(pid, nix::sys::signal::Signal::SIGCONT))
         },
+        during: no_more,
         expect: Expect::Refused,
         heals: Heals::NewRelay,
     },
@@ -171,14 +190,64 @@ faults! {
         on_disk: false,
         prepare: nothing,
         when: When::MidSession,
-        inject: |env| {
+        inject: |env, _| {
             let pid = env.daemon_pid();
             signal_pid(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
             eventually("the killed daemon has exited", || !alive(pid));
-            Fault::undo(|_| {})
+            Fault::undo(|_, _| {})
+        },
+        during: no_more,
+        expect: Expect::Refused,
+        heals: Heals::NewRelay,
+    },
+    a_daemon_killed_in_the_middle_of_committing_a_decision_refuses_the_call: Row {
+        fault: "the daemon is SIGKILLed while it commits the call's decision",
+        needs: Needs::Shim,
+        durability: "power",
+        on_disk: false,
+        prepare: nothing,
+        when: When::MidSession,
+        inject: |_, shim| shim_mode(shim, "pause"),
+        during: |_, shim| {
+            // The shim holds the daemon inside the journal's sync (where it answers nobody,
+            // so its pid comes from the shim's log), then it dies there.
+            let shim = shim.unwrap();
+            let paused = || {
+                shim.log()
+                    .iter()
+                    .find_map(|l| l.strip_prefix("paused ")?.parse::<i32>().ok())
+            };
+            eventually("the daemon is paused in its sync", || paused().is_some());
+            let pid = paused().unwrap();
+            signal_pid(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+            eventually("the killed daemon has exited", || !alive(pid));
         },
         expect: Expect::Refused,
         heals: Heals::NewRelay,
+    },
+    a_daemon_answering_for_another_seq_gets_the_call_refused: Row {
+        fault: "the daemon's answer names another seq",
+        needs: Needs::Shim,
+        durability: "process",
+        on_disk: false,
+        prepare: nothing,
+        when: When::MidSession,
+        inject: |_, shim| shim_mode(shim, "seq_shift"),
+        during: no_more,
+        expect: Expect::Refused,
+        heals: Heals::NewRelay,
+    },
+    an_eio_from_the_journals_fsync_refuses_the_call: Row {
+        fault: "the journal's fsync fails with EIO",
+        needs: Needs::Shim,
+        durability: "power",
+        on_disk: false,
+        prepare: nothing,
+        when: When::MidSession,
+        inject: |_, shim| shim_mode(shim, "eio"),
+        during: no_more,
+        expect: Expect::Refused,
+        heals: Heals::SameRelay,
     },
     a_deleted_socket_is_put_back_and_the_call_is_decided: Row {
         fault: "the daemon's socket is deleted",
@@ -187,12 +256,13 @@ faults! {
         on_disk: false,
         prepare: nothing,
         when: When::AtStart,
-        inject: |env| {
+        inject: |env, _| {
             env.ok(&["daemon", "start"]);
             std::fs::remove_file(env.socket()).unwrap();
-            Fault::undo(|_| {})
+            Fault::undo(|_, _| {})
         },
         // The daemon puts its socket back within a second, and a starting relay waits for it.
+        during: no_more,
         expect: Expect::Decided,
         heals: Heals::SameRelay,
     },
@@ -203,13 +273,14 @@ faults! {
         on_disk: false,
         prepare: nothing,
         when: When::AtStart,
-        inject: |env| {
+        inject: |env, _| {
             env.ok(&["daemon", "start"]);
             let socket = env.socket();
             std::fs::remove_file(&socket).unwrap();
             std::fs::create_dir(&socket).unwrap();
-            Fault::undo(move |_| std::fs::remove_dir(&socket).unwrap())
+            Fault::undo(move |_, _| std::fs::remove_dir(&socket).unwrap())
         },
+        during: no_more,
         expect: Expect::Refused,
         heals: Heals::NewRelay,
     },
@@ -220,14 +291,14 @@ faults! {
         on_disk: false,
         prepare: nothing,
         when: When::AtStart,
-        inject: |env| {
+        inject: |env, _| {
             let other = Env::fast();
             other.ok(&["daemon", "start"]);
             let pid = other.daemon_pid();
             let socket = env.socket();
             std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
             std::fs::rename(other.socket(), &socket).unwrap();
-            Fault::undo(move |_| {
+            Fault::undo(move |_, _| {
                 signal_pid(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
                 eventually("the other home's daemon has exited", || !alive(pid));
                 let _ = std::fs::remove_file(&socket);
@@ -235,6 +306,7 @@ faults! {
             .keeping(SignalOnDrop(pid, nix::sys::signal::Signal::SIGTERM))
             .keeping(other)
         },
+        during: no_more,
         expect: Expect::Refused,
         heals: Heals::NewRelay,
     },
@@ -245,17 +317,18 @@ faults! {
         on_disk: false,
         prepare: nothing,
         when: When::AtStart,
-        inject: |env| {
+        inject: |env, _| {
             let socket = env.socket();
             let impostor = crate::common::impostor::listen(&socket);
             let pid = impostor.0[0];
-            Fault::undo(move |_| {
+            Fault::undo(move |_, _| {
                 signal_pid(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
                 eventually("the impostor has exited", || !alive(pid));
                 std::fs::remove_file(&socket).unwrap();
             })
             .keeping(impostor)
         },
+        during: no_more,
         expect: Expect::Refused,
         heals: Heals::NewRelay,
     },
@@ -266,7 +339,7 @@ faults! {
         on_disk: false,
         prepare: nothing,
         when: When::MidSession,
-        inject: |env| {
+        inject: |env, _| {
             rusqlite::Connection::open(env.db())
                 .unwrap()
                 .execute_batch(
@@ -274,13 +347,14 @@ faults! {
                      BEGIN SELECT RAISE(ABORT, 'read-only'); END;",
                 )
                 .unwrap();
-            Fault::undo(|env| {
+            Fault::undo(|env, _| {
                 rusqlite::Connection::open(env.db())
                     .unwrap()
                     .execute_batch("DROP TRIGGER read_only;")
                     .unwrap();
             })
         },
+        during: no_more,
         expect: Expect::Refused,
         heals: Heals::SameRelay,
     },
@@ -291,13 +365,14 @@ faults! {
         on_disk: true,
         prepare: nothing,
         when: When::MidSession,
-        inject: |env| {
+        inject: |env, _| {
             // Not the -shm: SQLite maps it, and a write to an immutable mapping is a SIGBUS at
             // a random moment, not a fault the daemon can be asked to survive.
             let files = vec![env.db(), wal(env)];
             chattr("+i", &files);
-            Fault::undo(move |_| chattr("-i", &files))
+            Fault::undo(move |_, _| chattr("-i", &files))
         },
+        during: no_more,
         expect: Expect::Refused,
         heals: Heals::SameRelay,
     },
@@ -315,10 +390,11 @@ faults! {
             None => panic!("mounting the small disk failed (see above)"),
         },
         when: When::MidSession,
-        inject: |env| {
+        inject: |env, _| {
             let filler = fill(&env.home());
-            Fault::undo(move |_| std::fs::remove_file(filler).unwrap())
+            Fault::undo(move |_, _| std::fs::remove_file(filler).unwrap())
         },
+        during: no_more,
         expect: Expect::Refused,
         heals: Heals::SameRelay,
     },
@@ -332,7 +408,7 @@ faults! {
             Vec::new()
         },
         when: When::MidSession,
-        inject: |env| {
+        inject: |env, _| {
             // As a person with sqlite3 would: the append-only triggers dropped, the rule that
             // denied rm deleted. Kept, to be put back exactly.
             let c = rusqlite::Connection::open(env.db()).unwrap();
@@ -370,7 +446,7 @@ faults! {
                 1
             );
             drop(c);
-            Fault::undo(move |env| {
+            Fault::undo(move |env, _| {
                 let c = rusqlite::Connection::open(env.db()).unwrap();
                 c.busy_timeout(PATIENCE).unwrap();
                 let marks = vec!["?"; saved.len()].join(", ");
@@ -384,6 +460,7 @@ faults! {
                 }
             })
         },
+        during: no_more,
         expect: Expect::Refused,
         heals: Heals::SameRelay,
     },
@@ -407,12 +484,19 @@ struct Calls {
 }
 
 impl Calls {
-    /// Sends an `echo` call whose text is `what` and returns its answer.
-    fn send(&mut self, r: &mut Relay, what: &str) -> serde_json::Value {
+    /// Writes an `echo` call whose text is `what` (and a number of its own); returns its
+    /// argument text.
+    fn write(&mut self, r: &mut Relay, what: &str) -> String {
         self.next += 1;
         let args = format!(r#"{{"text":"{what} {}"}}"#, self.next);
         r.send(&call(&self.next.to_string(), "echo", &args));
-        self.sent.push(args);
+        self.sent.push(args.clone());
+        args
+    }
+
+    /// Writes such a call and returns its answer.
+    fn send(&mut self, r: &mut Relay, what: &str) -> serde_json::Value {
+        self.write(r, what);
         r.recv_json()
     }
 
@@ -447,6 +531,19 @@ fn run(row: &Row) {
     };
     let _prepared = (row.prepare)(&env);
     env.write_config(&format!("[journal]\ndurability = \"{}\"\n", row.durability));
+    let shim = match row.needs {
+        Needs::Shim => match Shim::new(&env) {
+            Some(shim) => {
+                shim.start_daemon(&env);
+                Some(shim)
+            }
+            None => {
+                println!("skipped: {fault}: needs the fault shim (see above)");
+                return;
+            }
+        },
+        _ => None,
+    };
     let mut calls = Calls {
         sent: Vec::new(),
         next: 0,
@@ -460,7 +557,7 @@ fn run(row: &Row) {
         assert!(!is_refusal(&a), "{fault}: the call before the fault: {a}");
         opened = Some(r);
     }
-    let injected = (row.inject)(&env);
+    let injected = (row.inject)(&env, shim.as_ref());
     let mut r = match opened {
         Some(r) => r,
         None => {
@@ -469,8 +566,9 @@ fn run(row: &Row) {
             r
         }
     };
-    let a = calls.send(&mut r, "under the fault");
-    let marker = calls.sent.last().unwrap().clone();
+    let marker = calls.write(&mut r, "under the fault");
+    (row.during)(&env, shim.as_ref());
+    let a = r.recv_json();
     r.barrier(1);
     match row.expect {
         Expect::Refused => {
@@ -483,7 +581,7 @@ fn run(row: &Row) {
         Expect::Decided => assert!(!is_refusal(&a), "{fault}: the call was refused: {a}"),
     }
 
-    (injected.undo)(&env);
+    (injected.undo)(&env, shim.as_ref());
     calls.check_write_ahead(fault, &env, &[&r]);
     // A home whose daemon never ran has no journal yet to verify (the next relay makes it).
     if env.db().is_file() {
