@@ -54,6 +54,9 @@ struct Totals {
     received: usize,
     acknowledged: usize,
     lost: usize,
+    /// Rounds whose `daemon start` gave up before the daemon listened (it was waited for).
+    slow_starts: usize,
+    slowest_start: std::time::Duration,
 }
 
 /// What the journal held after the last round: its length (chain seq runs 1..=len).
@@ -103,6 +106,38 @@ impl Journal {
     }
 }
 
+/// How long the harness waits for a daemon whose start outlasted `holdcall daemon start`'s own
+/// bound (`limits::DAEMON_START_TIMEOUT`): a loaded machine, a long journal. The harness tests
+/// what a kill loses, not how fast a start is (tools/bench measures that).
+const SLOW_START_PATIENCE: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Starts the round's daemon. A start that `daemon start` gave up on is waited for (the
+/// daemon it spawned goes on starting) and counted, not taken as a failure of the round.
+fn start_daemon(env: &Env, round: usize, totals: &mut Totals) {
+    let began = std::time::Instant::now();
+    let out = env.run(&["daemon", "start"]);
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("within"),
+            "round {round}: holdcall daemon start failed: {err}"
+        );
+        totals.slow_starts += 1;
+        let deadline = std::time::Instant::now() + SLOW_START_PATIENCE;
+        while !env.run(&["daemon", "status"]).status.success() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "round {round}: the daemon did not answer within {SLOW_START_PATIENCE:?} of \
+                 its start: {err}"
+            );
+            // A start offers nothing to wait on but its socket answering; each status is a
+            // process spawn, which paces this poll.
+            std::thread::yield_now();
+        }
+    }
+    totals.slowest_start = totals.slowest_start.max(began.elapsed());
+}
+
 /// One round: start the daemon, open the relays, write every call, SIGKILL the daemon once
 /// `kill_at` answers have been read, read every answer, then check the journal against what
 /// the servers got and what the clients were told.
@@ -113,7 +148,7 @@ fn round(env: &Env, journal: &mut Journal, rng: &mut Rng, round: usize, totals: 
     } else {
         "[journal]\ndurability = \"process\"\n"
     });
-    env.ok(&["daemon", "start"]);
+    start_daemon(env, round, totals);
     let pid = env.daemon_pid();
     let mut relays: Vec<Relay> = (0..RELAYS).map(|_| env.relay("demo")).collect();
     for r in &mut relays {
@@ -256,13 +291,16 @@ fn no_acknowledged_or_forwarded_call_is_lost_when_the_daemon_is_killed_at_random
     }
     println!(
         "crash: rounds {rounds}, calls sent {}, received by servers {}, allows acknowledged {}, \
-         journal entries {}, lost = {}, seed {seed}, {:.1} s",
+         journal entries {}, lost = {}, seed {seed}, {:.1} s; daemon starts: slowest {:.2} s, \
+         {} past daemon start's own bound",
         totals.sent,
         totals.received,
         totals.acknowledged,
         journal.len,
         totals.lost,
-        started.elapsed().as_secs_f64()
+        started.elapsed().as_secs_f64(),
+        totals.slowest_start.as_secs_f64(),
+        totals.slow_starts
     );
     assert_eq!(totals.lost, 0);
 }
