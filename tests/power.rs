@@ -18,7 +18,7 @@ use crate::common::*;
 use crate::crash::{Rng, digest};
 use std::collections::{BTreeSet, HashSet};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Relays per run, each its own session in front of its own recording server.
 const RELAYS: usize = 2;
@@ -63,10 +63,9 @@ fn ack(log: &Path, digest: &str) {
     f.write_all(format!("ack {digest}\n").as_bytes()).unwrap();
 }
 
-/// Drives one relay: writes its calls `burst` at a time, reads their answers, and logs an ack
-/// for each allow. Returns how many were allowed.
-fn drive(mut r: Relay, k: usize, burst: usize, log: PathBuf) -> usize {
-    let calls: Vec<(Vec<u8>, String)> = (0..CALLS)
+/// One relay's calls: each line and the digest of its arguments.
+fn calls_of(k: usize) -> Vec<(Vec<u8>, String)> {
+    (0..CALLS)
         .map(|i| {
             let args = format!(r#"{{"text":"power k{k} i{i}"}}"#);
             (
@@ -74,26 +73,82 @@ fn drive(mut r: Relay, k: usize, burst: usize, log: PathBuf) -> usize {
                 digest(args.as_bytes()),
             )
         })
-        .collect();
+        .collect()
+}
+
+/// Drives one relay through `calls[range]`: writes them `burst` at a time, reads their answers,
+/// and logs an ack for each allow. Returns how many were allowed.
+fn drive(
+    r: &mut Relay,
+    calls: &[(Vec<u8>, String)],
+    range: std::ops::Range<usize>,
+    burst: usize,
+    log: &Path,
+) -> usize {
     let mut allowed = 0;
-    for (c, chunk) in calls.chunks(burst).enumerate() {
+    for chunk in range.collect::<Vec<_>>().chunks(burst) {
         let mut lines = Vec::new();
-        for (line, _) in chunk {
-            lines.extend_from_slice(line);
+        for &i in chunk {
+            lines.extend_from_slice(&calls[i].0);
             lines.push(b'\n');
         }
         r.send(&lines);
         for _ in chunk {
             let v = r.recv_json();
             let id = v["id"].as_u64().unwrap_or_else(|| panic!("an answer: {v}")) as usize;
-            assert!(id > c * burst && id <= c * burst + chunk.len(), "{v}");
+            assert!(
+                chunk.contains(&(id - 1)),
+                "an answer to a call not in flight: {v}"
+            );
             if !is_refusal(&v) {
-                ack(&log, &calls[id - 1].1);
+                ack(log, &calls[id - 1].1);
                 allowed += 1;
             }
         }
     }
     allowed
+}
+
+/// Every relay through `calls[range]` at once, each on its own thread.
+fn phase(
+    relays: &mut [Relay],
+    calls: &[Vec<(Vec<u8>, String)>],
+    range: std::ops::Range<usize>,
+    log: &Path,
+) -> usize {
+    std::thread::scope(|s| {
+        let drivers: Vec<_> = relays
+            .iter_mut()
+            .enumerate()
+            .map(|(k, r)| {
+                let range = range.clone();
+                let calls = &calls[k];
+                s.spawn(move || drive(r, calls, range, BURSTS[k], log))
+            })
+            .collect();
+        drivers.into_iter().map(|d| d.join().unwrap()).sum()
+    })
+}
+
+/// Checkpoints the live journal under the shim (so the database's sync is copied too), with
+/// the synchronous level `durability` gives the daemon; the -wal then starts over.
+fn checkpoint(env: &Env, shim: &Shim, durability: &str) {
+    let level = if durability == "power" { "2" } else { "1" };
+    let out = shim
+        .apply(&mut std::process::Command::new(fixture(
+            "fixture_checkpoint",
+        )))
+        .arg(env.db())
+        .arg(level)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    let numbers: Vec<&str> = said.split_whitespace().collect();
+    assert!(
+        out.status.success() && numbers.len() == 3 && numbers[0] == "0" && numbers[1] == numbers[2],
+        "the checkpoint did not complete: {said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// What the model found over all cut points of one run.
@@ -188,15 +243,12 @@ fn run(durability: &str) -> Option<Outcome> {
     for r in &mut relays {
         r.handshake();
     }
-    let drivers: Vec<_> = relays
-        .into_iter()
-        .enumerate()
-        .map(|(k, r)| {
-            let log = shim.log.clone();
-            std::thread::spawn(move || drive(r, k, BURSTS[k], log))
-        })
-        .collect();
-    let acked: usize = drivers.into_iter().map(|d| d.join().unwrap()).sum();
+    let calls: Vec<_> = (0..RELAYS).map(calls_of).collect();
+    // Half the calls, a checkpoint (as the daemon's own would come after ~1,000 pages), and
+    // the other half into the -wal that starts over.
+    let mut acked = phase(&mut relays, &calls, 0..CALLS / 2, &shim.log);
+    checkpoint(&env, &shim, durability);
+    acked += phase(&mut relays, &calls, CALLS / 2..CALLS, &shim.log);
     assert_eq!(acked, RELAYS * CALLS, "the default policy allows echo");
     signal_pid(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
     eventually("the killed daemon is gone", || !alive(pid));
@@ -256,10 +308,16 @@ fn run(durability: &str) -> Option<Outcome> {
             }
         }
     }
-    let syncs = log
-        .iter()
-        .filter(|e| matches!(e, Event::Sync { .. }))
-        .count();
+    let syncs_of = |name: &str| {
+        log.iter()
+            .filter(|e| matches!(e, Event::Sync { file, .. } if file == name))
+            .count()
+    };
+    let syncs = format!(
+        "{} of the database, {} of the -wal",
+        syncs_of("holdcall.db"),
+        syncs_of("holdcall.db-wal")
+    );
     println!(
         "power-loss model, durability {durability}: cut points {}, syncs {syncs}, calls acked {}, \
          acked calls checked {}, lost {}, images failing verify {}, images before the journal {}, \
