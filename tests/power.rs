@@ -236,19 +236,24 @@ fn build_image(
     image: &Path,
     torn: Option<&mut Rng>,
 ) -> Option<usize> {
-    let last_sync = |file: &str, events: &[Event], latest: bool| {
+    // The copy `file` had at its last (or first) sync among `events`.
+    let sync_copy = |file: &str, events: &[Event], latest: bool| {
         let mut syncs = events.iter().filter_map(|e| match e {
             Event::Sync { n, file: f } if f == file => {
                 Some(shim.snapshots.join(format!("{n}-{f}")))
             }
             _ => None,
         });
-        if latest { syncs.last() } else { syncs.next() }
+        if latest {
+            syncs.next_back()
+        } else {
+            syncs.next()
+        }
     };
     let mut tail = None;
     if let Some(rng) = torn {
         let wal = "holdcall.db-wal";
-        let synced = last_sync(wal, &log[..k], true)
+        let synced = sync_copy(wal, &log[..k], true)
             .map(|p| std::fs::read(p).unwrap())
             .unwrap_or_default();
         // What the file held later: its next synced copy, or the file itself at the SIGKILL.
@@ -266,7 +271,7 @@ fn build_image(
         {
             return None;
         }
-        let later = last_sync(wal, after, false)
+        let later = sync_copy(wal, after, false)
             .map(|p| std::fs::read(p).unwrap())
             .or_else(|| std::fs::read(env.home().join(wal)).ok())
             .unwrap_or_default();
@@ -286,7 +291,7 @@ fn build_image(
         std::fs::copy(env.home().join(name), image.join(name)).unwrap();
     }
     for file in TRACKED {
-        if let Some(copy) = last_sync(file, &log[..k], true) {
+        if let Some(copy) = sync_copy(file, &log[..k], true) {
             std::fs::copy(copy, image.join(file)).unwrap();
         }
     }
