@@ -20,10 +20,10 @@ const CALLS: usize = 24;
 const POWER_EVERY: usize = 5;
 
 /// xorshift64*: enough randomness to pick kill points, and replayable from a printed seed.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -34,7 +34,7 @@ impl Rng {
 /// SHA-256 in lower-case hex of a call's `arguments` bytes exactly as sent: what the relay
 /// puts in `args_digest` (src/relay/classify.rs) and the journal stores, computed here on its
 /// own so a relay that digested other bytes would be caught.
-fn digest(bytes: &[u8]) -> String {
+pub(crate) fn digest(bytes: &[u8]) -> String {
     use sha2::Digest as _;
     sha2::Sha256::digest(bytes)
         .iter()

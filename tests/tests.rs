@@ -41,6 +41,7 @@ mod other_home;
 mod policy_cli;
 mod policy_examples;
 mod policy_files;
+mod power;
 mod relay;
 mod rendering;
 mod rmcp_client;

@@ -218,6 +218,15 @@ static void snapshot(int fd, const char *base) {
     int out = fits ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) : -1;
     if (out >= 0) {
         int ok = copy_content(fd, out) == 0;
+        if (!ok && errno == EBADF) {
+            /* Opened write-only: read the same file through a descriptor of our own. */
+            char link[64];
+            snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+            int rfd = open(link, O_RDONLY | O_CLOEXEC);
+            if (rfd >= 0 && ftruncate(out, 0) == 0 && lseek(out, 0, SEEK_SET) == 0)
+                ok = copy_content(rfd, out) == 0;
+            if (rfd >= 0) close(rfd);
+        }
         close(out);
         if (ok && rename(tmp, dst) == 0) {
             char line[PATH_MAX + 64];
