@@ -6,6 +6,7 @@
 //! `HOLDCALL_CRASH_ROUNDS` sets the number of rounds (50 by default; `tools/crash --rounds N`
 //! for the long run) and `HOLDCALL_CRASH_SEED` replays the rounds of a printed seed.
 
+use crate::common::evidence::{Rng, digest};
 use crate::common::*;
 use std::collections::HashSet;
 use std::io::Write;
@@ -18,29 +19,6 @@ const RELAYS: usize = 4;
 const CALLS: usize = 24;
 /// One round in this many runs with `durability = "power"`, the others with `"process"`.
 const POWER_EVERY: usize = 5;
-
-/// xorshift64*: enough randomness to pick kill points, and replayable from a printed seed.
-pub(crate) struct Rng(pub(crate) u64);
-
-impl Rng {
-    pub(crate) fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n.max(1)
-    }
-}
-
-/// SHA-256 in lower-case hex of a call's `arguments` bytes exactly as sent: what the relay
-/// puts in `args_digest` (src/relay/classify.rs) and the journal stores, computed here on its
-/// own so a relay that digested other bytes would be caught.
-pub(crate) fn digest(bytes: &[u8]) -> String {
-    use sha2::Digest as _;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
 
 /// One call a client wrote: its line, and the digest of its arguments.
 struct Sent {

@@ -14,6 +14,7 @@
 //! Nothing here signals a process the row did not start, and only by pid.
 
 use crate::common::disk::{SmallDisk, fill};
+use crate::common::evidence::digest;
 use crate::common::shim::Shim;
 use crate::common::*;
 use std::any::Any;
@@ -464,16 +465,6 @@ faults! {
         expect: Expect::Refused,
         heals: Heals::SameRelay,
     },
-}
-
-/// SHA-256 in lower-case hex of a call's argument bytes exactly as sent: what the journal's
-/// `args_digest` holds (src/relay/classify.rs), computed here on its own.
-fn digest(bytes: &[u8]) -> String {
-    use sha2::Digest as _;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// The calls a row sent, by their argument text: each must, if the server got it, have a

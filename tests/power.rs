@@ -17,9 +17,9 @@
 //! cache, reordering within a sync interval, torn sectors of the database file, directory
 //! entries) is in docs/faults.md.
 
+use crate::common::evidence::{Rng, digest};
 use crate::common::shim::Shim;
 use crate::common::*;
-use crate::crash::{Rng, digest};
 use std::collections::{BTreeSet, HashSet};
 use std::io::Write;
 use std::path::Path;

@@ -4,6 +4,7 @@
 //! the developer's D-Bus session, unless the test attached a private one (`SecretService`).
 
 pub(crate) mod disk;
+pub(crate) mod evidence;
 pub(crate) mod impostor;
 pub(crate) mod shim;
 mod turns;
