@@ -26,6 +26,7 @@ mod render;
 mod serve;
 mod setup;
 mod status;
+mod tools;
 
 pub use args::{Cli, Command, DaemonCmd};
 
@@ -140,6 +141,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Reject { id, reason } => approve::decide_cmd(id, false, reason),
         Command::Agent { action } => agent::agent_cmd(action),
         Command::Log(args) => log::log_cmd(args),
+        Command::Tools { action } => tools::tools_cmd(action),
         Command::Console { port, bind } => {
             Ok(crate::console::run(crate::console::Options { bind, port })?)
         }
