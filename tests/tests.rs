@@ -41,6 +41,7 @@ mod other_home;
 mod policy_cli;
 mod policy_examples;
 mod policy_files;
+mod pins;
 mod power;
 mod relay;
 mod rendering;

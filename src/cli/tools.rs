@@ -47,46 +47,9 @@ pub(crate) fn state_word(p: &PinRow) -> String {
     }
 }
 
-/// The lint flags of one pinned definition (the one last listed): every text in it that holds
-/// characters a person would not see, by where it is.
+/// The lint flags of one pin's definition (the one last listed).
 pub(crate) fn lint_flags(p: &PinRow) -> Vec<String> {
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(&p.seen_definition) else {
-        return vec!["the definition cannot be read".into()];
-    };
-    let mut out = Vec::new();
-    walk(&v, String::new(), &mut out);
-    out
-}
-
-fn walk(v: &serde_json::Value, at: String, out: &mut Vec<String>) {
-    match v {
-        serde_json::Value::String(s) => {
-            let flags = crate::text::lint(s);
-            if !flags.is_empty() {
-                out.push(format!("{}: {}", visible(&at), flags.join(", ")));
-            }
-        }
-        serde_json::Value::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
-                walk(item, format!("{at}[{i}]"), out);
-            }
-        }
-        serde_json::Value::Object(members) => {
-            for (k, item) in members {
-                let lint = crate::text::lint(k);
-                if !lint.is_empty() {
-                    out.push(format!("{}: the key {}", visible(&at), lint.join(", ")));
-                }
-                let at = if at.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{at}.{k}")
-                };
-                walk(item, at, out);
-            }
-        }
-        _ => {}
-    }
+    crate::mcp::tools::lint(&p.seen_definition)
 }
 
 fn tools_list(connector: Option<String>, json: bool) -> Result<i32, CliError> {

@@ -339,16 +339,6 @@ impl Reader {
         read_pins(&self.conn, connector).map_err(self.read_err())
     }
 
-    /// The settings; none in a database an older build wrote.
-    pub(crate) fn settings(
-        &self,
-    ) -> Result<std::collections::BTreeMap<String, String>, JournalError> {
-        if !table_exists(&self.conn, "settings").map_err(self.read_err())? {
-            return Ok(Default::default());
-        }
-        read_settings(&self.conn).map_err(self.read_err())
-    }
-
     /// How the policies, budgets and agents tables differ from what the journal recorded
     /// ([`table_mismatches`]), read in one snapshot. A table this database does not have yet
     /// (written by an older build) counts as empty.

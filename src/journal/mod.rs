@@ -46,4 +46,4 @@ pub use tables::NewPolicy;
 pub(crate) use tables::{AgentChange, BudgetChange, ConnectorChange, ConnectorRow, PolicyRow};
 pub(crate) use verify::{ChainState, VerifyReport};
 pub use writer::Journal;
-pub(crate) use pins::{Accepted, CHANGED, ListingRecorded, PINNED, PinRow};
+pub(crate) use pins::{Accepted, CHANGED, ListingRecorded, PinRow};

@@ -45,8 +45,6 @@ pub(crate) struct ListingRecorded {
     pub first_seen: Vec<String>,
     /// The connector's pins after the listing.
     pub pins: Vec<PinRow>,
-    /// How many entries were appended.
-    pub entries: usize,
 }
 
 /// One pin a person accepted: the tool and what changed since the definition it replaces.
@@ -252,10 +250,8 @@ impl Journal {
             return Ok(ListingRecorded {
                 first_seen,
                 pins: old,
-                entries: 0,
             });
         }
-        let n = items.len();
         let result = (|| {
             let tx = self
                 .conn
@@ -272,7 +268,6 @@ impl Journal {
         Ok(ListingRecorded {
             first_seen,
             pins: self.pins(Some(connector))?,
-            entries: n,
         })
     }
 

@@ -191,6 +191,50 @@ pub(crate) fn without_tools(line: &[u8], drop: &[String]) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// The lint flags of a canonical definition: every text in it (descriptions, titles, parameter
+/// names and their descriptions…) holding characters a person would not see
+/// (`text::lint`), named by where it is.
+pub(crate) fn lint(canonical: &str) -> Vec<String> {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(canonical) else {
+        return vec!["the definition cannot be read".into()];
+    };
+    let mut out = Vec::new();
+    walk(&v, String::new(), &mut out);
+    out
+}
+
+fn walk(v: &serde_json::Value, at: String, out: &mut Vec<String>) {
+    let visible = crate::text::visible;
+    match v {
+        serde_json::Value::String(s) => {
+            let flags = crate::text::lint(s);
+            if !flags.is_empty() {
+                out.push(format!("{}: {}", visible(&at), flags.join(", ")));
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                walk(item, format!("{at}[{i}]"), out);
+            }
+        }
+        serde_json::Value::Object(members) => {
+            for (k, item) in members {
+                let at = if at.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{at}.{k}")
+                };
+                let flags = crate::text::lint(k);
+                if !flags.is_empty() {
+                    out.push(format!("{} (the key): {}", visible(&at), flags.join(", ")));
+                }
+                walk(item, at, out);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Where `part` (a sub-slice of `whole`) starts in `whole`.
 fn offset_in(whole: &[u8], part: &[u8]) -> Option<usize> {
     let offset = (part.as_ptr() as usize).checked_sub(whole.as_ptr() as usize)?;

@@ -111,6 +111,7 @@ pub(super) async fn pump_server(
     retries: Retries,
     link: Link,
     session_id: String,
+    listings: super::listing::Listings,
 ) {
     let mut r = BufReader::with_capacity(64 * 1024, child_out);
     loop {
@@ -141,6 +142,11 @@ pub(super) async fn pump_server(
                         });
                     }
                 }
+                // A tools/list answer is pinned, and forwarded as it came unless hide-denied
+                // names tools to take out (`listing`).
+                let hidden =
+                    super::listing::on_answer(&listings, &link, &session_id, &msg, &line).await;
+                let line = hidden.unwrap_or(line);
                 if out_tx.send(line).await.is_err() {
                     return;
                 }
