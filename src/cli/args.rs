@@ -149,6 +149,11 @@ pub enum Command {
         /// Ignore end of input and SIGTERM (to test how the relay stops a stubborn server).
         #[arg(long)]
         stubborn: bool,
+        /// List this many more tools (`tool-1`…), and answer `prompts/list` with the same
+        /// objects: a listing the relay pins beside one of the same size it only passes
+        /// (tools/bench).
+        #[arg(long, default_value_t = 0)]
+        extra_tools: usize,
     },
     /// Time decision round trips against the daemon, connected as relays are (tools/bench).
     #[command(name = "bench-decisions", hide = true)]

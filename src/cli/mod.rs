@@ -155,8 +155,12 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
             Ok(0)
         }
         Command::Demo => crate::demo::run().map_err(CliError::Demo),
-        Command::DemoServer { record, stubborn } => {
-            crate::demo::serve_demo(record.as_deref(), stubborn)?;
+        Command::DemoServer {
+            record,
+            stubborn,
+            extra_tools,
+        } => {
+            crate::demo::serve_demo(record.as_deref(), stubborn, extra_tools)?;
             Ok(0)
         }
         Command::BenchDecisions {

@@ -596,6 +596,7 @@ mod tests {
             arguments: Ok(ArgValue::Record(members)),
             clock: CallContext::empty().clock,
             session: SessionCounts::default(),
+            definition: DefinitionState::unknown(),
         };
         assert!(ctx.to_cedar().is_ok());
     }
