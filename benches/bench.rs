@@ -1507,8 +1507,12 @@ fn listing(b: &Bench, rows: &mut Vec<Row>) {
         c
     };
     let relay = |home: &Path, connector: &str| {
-        let mut c = b.cmd(home, &["serve", "--connector", connector, "--client", "bench", "--"]);
-        c.arg(&b.holdcall).args(["demo-server", "--extra-tools", &n]);
+        let mut c = b.cmd(
+            home,
+            &["serve", "--connector", connector, "--client", "bench", "--"],
+        );
+        c.arg(&b.holdcall)
+            .args(["demo-server", "--extra-tools", &n]);
         c
     };
     let (mut p, _) = Peer::spawn(server(&home));
@@ -1520,26 +1524,52 @@ fn listing(b: &Bench, rows: &mut Vec<Row>) {
     let (mut p, _) = Peer::spawn(relay(&home, "listed"));
     let (pinned, first, _) = time_listings(&mut p, "tools/list", listings);
     p.finish();
-    b.ok(&home, &["policy", "deny", "tool-200", "--connector", "hidden"]);
+    b.ok(
+        &home,
+        &["policy", "deny", "tool-200", "--connector", "hidden"],
+    );
     b.ok(&home, &["connector", "hide-denied", "hidden", "on"]);
     let (mut p, _) = Peer::spawn(relay(&home, "hidden"));
     let (hidden, _, _) = time_listings(&mut p, "tools/list", listings);
     p.finish();
     b.stop(&home);
     let ms = |x: Stats| scale(x, 1e-3);
-    rows.push(Row::latency(s, format!("direct to the server ({listings} listings, {bytes} bytes each)"), "ms", ms(direct)));
+    rows.push(Row::latency(
+        s,
+        format!("direct to the server ({listings} listings, {bytes} bytes each)"),
+        "ms",
+        ms(direct),
+    ));
     rows.push(
-        Row::latency(s, "through the relay, not a tools/list (prompts/list, the same bytes): plain passthrough", "ms", ms(passed))
-            .floor("the listing direct, p99", direct.p99 / 1e3),
+        Row::latency(
+            s,
+            "through the relay, not a tools/list (prompts/list, the same bytes): plain passthrough",
+            "ms",
+            ms(passed),
+        )
+        .floor("the listing direct, p99", direct.p99 / 1e3),
     );
     rows.push(
-        Row::latency(s, "through the relay as tools/list: read, hashed, sent to the daemon (pins unchanged)", "ms", ms(pinned))
-            .floor("plain passthrough, p99", passed.p99 / 1e3)
-            .note(format!("the first listing, which pins all 200 (200 tool.pin entries in one commit): {:.2} ms", first / 1e3)),
+        Row::latency(
+            s,
+            "through the relay as tools/list: read, hashed, sent to the daemon (pins unchanged)",
+            "ms",
+            ms(pinned),
+        )
+        .floor("plain passthrough, p99", passed.p99 / 1e3)
+        .note(format!(
+            "the first listing, which pins all 200 (200 tool.pin entries in one commit): {:.2} ms",
+            first / 1e3
+        )),
     );
     rows.push(
-        Row::latency(s, "the same with hide-denied on (tool-200 denied: the listing re-serialised without it)", "ms", ms(hidden))
-            .floor("plain passthrough, p99", passed.p99 / 1e3),
+        Row::latency(
+            s,
+            "the same with hide-denied on (tool-200 denied: the listing re-serialised without it)",
+            "ms",
+            ms(hidden),
+        )
+        .floor("plain passthrough, p99", passed.p99 / 1e3),
     );
     let added = Stats {
         n: listings,
@@ -1549,7 +1579,12 @@ fn listing(b: &Bench, rows: &mut Vec<Row>) {
         max: f64::NAN,
         mean: (pinned.mean - passed.mean) / 1e3,
     };
-    rows.push(Row::latency(s, "added by pinning (tools/list minus plain passthrough, per percentile)", "ms", added));
+    rows.push(Row::latency(
+        s,
+        "added by pinning (tools/list minus plain passthrough, per percentile)",
+        "ms",
+        added,
+    ));
 }
 
 fn scale(s: Stats, k: f64) -> Stats {

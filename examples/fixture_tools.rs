@@ -35,7 +35,13 @@ fn main() {
     };
     let tools = arg("--tools").expect("--tools FILE");
     let paged = args.iter().any(|a| a == "--paged");
-    let open = |p: String| -> File { OpenOptions::new().create(true).append(true).open(p).unwrap() };
+    let open = |p: String| -> File {
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .unwrap()
+    };
     let mut log_in = arg("--record").map(|p| open(p.clone()));
     let mut log_out = arg("--record").map(|p| open(format!("{p}.out")));
     let stdin = std::io::stdin();

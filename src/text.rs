@@ -186,7 +186,8 @@ const JOINING: &[(u32, u32)] = &[
 /// A pictograph or symbol a zero width joiner or a variation selector ordinarily follows in an
 /// emoji sequence (the symbol blocks from U+2000, the supplementary pictographs).
 fn emoji_like(c: char) -> bool {
-    matches!(c as u32, 0x2000..=0x2BFF | 0x1F000..=0x1FAFF) || (0x1F3FB..=0x1F3FF).contains(&(c as u32))
+    matches!(c as u32, 0x2000..=0x2BFF | 0x1F000..=0x1FAFF)
+        || (0x1F3FB..=0x1F3FF).contains(&(c as u32))
 }
 
 /// What is suspicious in a text another program wrote for a model to read (a tool's
@@ -365,7 +366,8 @@ mod tests {
 
     #[test]
     fn lint_flags_bidi_controls_zero_widths_tags_and_ansi_escapes_once_each() {
-        let flags = lint("Reads a file.\u{202e}txt.exe\u{200b}\u{200b} \u{1b}[2J \u{e0041}\u{e0042}");
+        let flags =
+            lint("Reads a file.\u{202e}txt.exe\u{200b}\u{200b} \u{1b}[2J \u{e0041}\u{e0042}");
         assert_eq!(
             flags,
             vec![

@@ -265,7 +265,10 @@ pub enum ToolsCmd {
     },
     /// Re-pin CONNECTOR's changed tools (or only TOOL) to the definition last listed, after a
     /// person looked at what changed (shown, and journaled).
-    Accept { connector: String, tool: Option<String> },
+    Accept {
+        connector: String,
+        tool: Option<String>,
+    },
     /// What a call to a tool whose definition changed since it was pinned gets: ask (held for
     /// a person, the default), deny, or allow (the rules alone decide).
     Drift {

@@ -109,7 +109,10 @@ fn policy_list(json: bool) -> Result<i32, CliError> {
             }
             items.push(v);
         }
-        items.push(serde_json::json!({"kind": "drift-guard", "effect": drift_guard}));
+        // Last, the drift guard (decision 0016), with an id as every other object has.
+        items.push(
+            serde_json::json!({"kind": "drift-guard", "id": "drift-guard", "effect": drift_guard}),
+        );
         serde_json::to_writer_pretty(&mut out, &items).map_err(std::io::Error::other)?;
         writeln!(out)?;
         return Ok(0);

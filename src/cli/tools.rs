@@ -25,7 +25,10 @@ pub(super) fn hide_denied(name: String, state: OnOff) -> Result<i32, CliError> {
         OnOff::On => "on",
         OnOff::Off => "off",
     };
-    setting(format!("{}{name}", crate::daemon::HIDE_PREFIX), value.into())
+    setting(
+        format!("{}{name}", crate::daemon::HIDE_PREFIX),
+        value.into(),
+    )
 }
 
 fn setting(key: String, value: String) -> Result<i32, CliError> {

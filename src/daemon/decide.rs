@@ -104,9 +104,7 @@ pub(crate) async fn call_request(
                     policy_id: v.policy_id.clone(),
                     reason: Some(v.reason.clone()),
                     // The definition the model was shown, as the pins say (decision 0016).
-                    detail: Some(
-                        serde_json::json!({ "definition": &ctx.definition }).to_string(),
-                    ),
+                    detail: Some(serde_json::json!({ "definition": &ctx.definition }).to_string()),
                     ..Fields::default()
                 },
                 now.generation,

@@ -181,7 +181,16 @@ pub(crate) async fn session(
             unreadable,
             complete,
             too_large,
-        } => tools_listed(state, owned, session_id, tools, (unreadable, complete, too_large)).await,
+        } => {
+            tools_listed(
+                state,
+                owned,
+                session_id,
+                tools,
+                (unreadable, complete, too_large),
+            )
+            .await
+        }
         SessionRequest::SessionEnd {
             session_id,
             protocol_version,

@@ -72,7 +72,11 @@ fn hide_denied_on(state: &Shared, connector: &str) -> bool {
     state
         .settings
         .read()
-        .map(|s| s.get(&format!("{HIDE_PREFIX}{connector}")).map(String::as_str) == Some("on"))
+        .map(|s| {
+            s.get(&format!("{HIDE_PREFIX}{connector}"))
+                .map(String::as_str)
+                == Some("on")
+        })
         .unwrap_or(false)
 }
 
@@ -139,12 +143,10 @@ pub(crate) async fn tools_listed(
     if !owned.contains(&session_id) {
         return violation("this connection did not open that session");
     }
-    let Some((connector, agent)) = state
-        .sessions
-        .lock()
-        .ok()
-        .and_then(|s| s.get(&session_id).map(|s| (s.connector.clone(), s.agent.clone())))
-    else {
+    let Some((connector, agent)) = state.sessions.lock().ok().and_then(|s| {
+        s.get(&session_id)
+            .map(|s| (s.connector.clone(), s.agent.clone()))
+    }) else {
         return violation("that session has ended");
     };
     let anomaly = |what: &str| Fields {
@@ -163,7 +165,9 @@ pub(crate) async fn tools_listed(
         crate::policy::validate_tool_name(&t.name).is_err()
             || crate::ids::sha256_hex(t.canonical.as_bytes()) != t.hash
     }) {
-        return violation("a listed tool's name cannot be a tool's, or its hash is not its definition's");
+        return violation(
+            "a listed tool's name cannot be a tool's, or its hash is not its definition's",
+        );
     }
     let recorded = state
         .writer
@@ -268,8 +272,8 @@ fn denied_outright(
                 connector,
                 tool: &t.name,
             };
-            let ctx = CallContext::from_call(None, false, state.clock())
-                .with_definition(def.clone());
+            let ctx =
+                CallContext::from_call(None, false, state.clock()).with_definition(def.clone());
             (def.is_changed() && guard == Effect::Deny) || set.denies_outright(&req, &ctx)
         })
         .map(|t| t.name.clone())
@@ -319,7 +323,9 @@ pub(crate) async fn setting_set(state: &Shared, key: String, value: String) -> M
         if Effect::parse(&value).is_none() {
             return error("the drift guard is ask, deny or allow");
         }
-        format!("the drift guard now makes a call to a tool whose definition changed since it was pinned {value}")
+        format!(
+            "the drift guard now makes a call to a tool whose definition changed since it was pinned {value}"
+        )
     } else if let Some(connector) = key.strip_prefix(HIDE_PREFIX) {
         if let Err(e) = crate::policy::validate_scope_name("connector", connector) {
             return error(e.to_string());

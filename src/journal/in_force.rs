@@ -5,9 +5,9 @@
 use rusqlite::{Connection, TransactionBehavior};
 
 use super::JournalError;
+use super::pins::{PinRow, Replayed, read_pins, read_settings};
 use super::reader::Reader;
 use super::row::{ENTRY_COLUMNS, entry_from_row};
-use super::pins::{PinRow, Replayed, read_pins, read_settings};
 use super::tables::{PolicyRow, read_agents, read_budgets, read_policies};
 use super::writer::{Journal, read_data_version};
 use crate::policy::budget::BudgetRow;

@@ -58,7 +58,10 @@ pub(crate) struct Accepted {
 const PIN_COLUMNS: &str =
     "connector, tool, hash, definition, seen_hash, seen_definition, state, listed, updated_at";
 
-pub(super) fn read_pins(conn: &Connection, connector: Option<&str>) -> rusqlite::Result<Vec<PinRow>> {
+pub(super) fn read_pins(
+    conn: &Connection,
+    connector: Option<&str>,
+) -> rusqlite::Result<Vec<PinRow>> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {PIN_COLUMNS} FROM tool_pins WHERE ?1 IS NULL OR connector = ?1 \
          ORDER BY connector, tool"
@@ -191,7 +194,9 @@ fn listing_changes(
                 t.name
             ),
             (false, true, _) => format!("{} is listed again as its pinned definition", t.name),
-            (false, false, true) => format!("the definition of {} changed since it was pinned", t.name),
+            (false, false, true) => {
+                format!("the definition of {} changed since it was pinned", t.name)
+            }
             (false, false, false) => format!(
                 "{} is listed again, rewritten while it was gone from the listing",
                 t.name

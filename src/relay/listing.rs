@@ -70,9 +70,7 @@ pub(super) async fn on_answer(
         too_large,
     };
     match link.decide(req).await {
-        Ok(SessionResponse::ToolsSeen { hide }) if !hide.is_empty() => {
-            without_tools(line, &hide)
-        }
+        Ok(SessionResponse::ToolsSeen { hide }) if !hide.is_empty() => without_tools(line, &hide),
         Ok(SessionResponse::ToolsSeen { .. }) => None,
         Ok(other) => {
             eprintln!(

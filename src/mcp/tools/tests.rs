@@ -28,7 +28,10 @@ fn a_changed_word_parameter_annotation_or_number_text_changes_the_hash() {
     let h = definition(base.as_bytes()).unwrap().hash;
     for changed in [
         base.replace(r#""d""#, r#""d ""#),
-        base.replace(r#""a":{"type":"string"}"#, r#""a":{"type":"string"},"b":{"type":"string"}"#),
+        base.replace(
+            r#""a":{"type":"string"}"#,
+            r#""a":{"type":"string"},"b":{"type":"string"}"#,
+        ),
         base.replace("true", "false"),
         base.replace(r#""maximum":1"#, r#""maximum":1.0"#),
     ] {
@@ -46,7 +49,10 @@ fn unreadable_tools_are_counted_and_not_pinned() {
         ["a"]
     );
     assert_eq!(l.unreadable, 5);
-    assert!(!l.complete, "a page with a next cursor is not the whole listing");
+    assert!(
+        !l.complete,
+        "a page with a next cursor is not the whole listing"
+    );
 }
 
 #[test]
