@@ -11,6 +11,10 @@ use super::*;
 /// started.
 pub(super) type Changed<T> = oneshot::Sender<Result<(Entry, Vec<T>, u64), String>>;
 
+/// Where `Op::AcceptPins` answers: the pins accepted and the connector's pins now.
+pub(super) type AcceptReply =
+    oneshot::Sender<Result<(Vec<journal::Accepted>, Vec<journal::PinRow>), String>>;
+
 /// One append as the writer queues it: what `Op::Append` carries.
 type Append = (
     Kind,
@@ -68,7 +72,7 @@ pub(super) enum Op {
     AcceptPins {
         connector: String,
         tool: Option<String>,
-        reply: oneshot::Sender<Result<(Vec<journal::Accepted>, Vec<journal::PinRow>), String>>,
+        reply: AcceptReply,
     },
     /// Sets a setting with its `setting.change` entry; a new generation, as for a rule.
     ChangeSetting {

@@ -398,7 +398,10 @@ impl Replayed {
     pub(super) fn add(&mut self, kind: &str, f: &Fields, chain_seq: i64, out: &mut Vec<String>) {
         let detail = serde_json::from_str::<serde_json::Value>(f.detail.as_deref().unwrap_or(""));
         match (kind, detail) {
-            ("setting.change", Ok(v)) => match (v["key"].as_str(), v["value"].as_str()) {
+            ("setting.change", Ok(v)) => match (
+                v.get("key").and_then(serde_json::Value::as_str),
+                v.get("value").and_then(serde_json::Value::as_str),
+            ) {
                 (Some(k), Some(val)) => {
                     self.settings
                         .insert(k.to_string(), (val.to_string(), chain_seq));
@@ -438,20 +441,20 @@ impl Replayed {
                 continue;
             };
             let mut differ = Vec::new();
-            if v["hash"].as_str() != Some(p.hash.as_str())
+            if v.get("hash").and_then(serde_json::Value::as_str) != Some(p.hash.as_str())
                 || crate::ids::sha256_hex(p.definition.as_bytes()) != p.hash
             {
                 differ.push("pinned definition");
             }
-            if v["seen"].as_str() != Some(p.seen_hash.as_str())
+            if v.get("seen").and_then(serde_json::Value::as_str) != Some(p.seen_hash.as_str())
                 || crate::ids::sha256_hex(p.seen_definition.as_bytes()) != p.seen_hash
             {
                 differ.push("listed definition");
             }
-            if v["state"].as_str() != Some(p.state.as_str()) {
+            if v.get("state").and_then(serde_json::Value::as_str) != Some(p.state.as_str()) {
                 differ.push("state");
             }
-            if v["listed"].as_bool() != Some(p.listed) {
+            if v.get("listed").and_then(serde_json::Value::as_bool) != Some(p.listed) {
                 differ.push("listed");
             }
             if !differ.is_empty() {
