@@ -143,6 +143,12 @@ pub enum JournalError {
     ))]
     UnknownConnector { name: String },
 
+    #[error("no tool {tool:?} is pinned for connector {connector:?}")]
+    #[diagnostic(help(
+        "`holdcall tools list --connector NAME` shows the pinned tools; a tool is pinned the first time a listing names it"
+    ))]
+    UnknownPin { connector: String, tool: String },
+
     #[error("a policy with id {id:?} already exists")]
     #[diagnostic(help("remove it in the same change, or pick another id; nothing was changed"))]
     PolicyIdTaken { id: String },
