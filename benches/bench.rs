@@ -1670,7 +1670,7 @@ fn main() {
     let mut rustc = String::new();
     let mut args = std::env::args().skip(1);
     let mut bench_mode = false;
-    // `--only listing`: the tools/list group alone (with the floors), to try it; the full run
+    // `--only listing` or `--only verify`: that group alone (with the floors), to try it; the full run
     // is what docs/benchmarks.md quotes.
     let mut only: Option<String> = None;
     while let Some(a) = args.next() {
@@ -1719,6 +1719,8 @@ fn main() {
     let f = floors(&b, &mut rows);
     if only.as_deref() == Some("listing") {
         listing(&b, &mut rows);
+    } else if only.as_deref() == Some("verify") {
+        verify(&b, &mut rows);
     } else {
         journal_append(&b, &f, &mut rows);
         policy_eval(&b, &mut rows);

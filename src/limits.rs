@@ -267,6 +267,12 @@ pub(crate) const CONSOLE_SESSIONS_MAX: usize = 200;
 /// explain, agents). The page asks again on its next poll.
 pub(crate) const CONSOLE_DAEMON_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// Entries `holdcall verify` hands a hashing thread at once, and how many such batches may
+/// wait: enough to keep the hashers busy while the walk reads, bounded so that a long journal is
+/// never all in memory (about 4096 × 2 × 1 KiB per typical entry).
+pub(crate) const VERIFY_BATCH: usize = 4096;
+pub(crate) const VERIFY_BATCHES_IN_FLIGHT: usize = 2;
+
 /// Longest the console reuses one check of the whole chain (`Reader::verify`, which reads every
 /// entry) before running it again when the page asks. The page polls every 1.5 s; checking the
 /// chain on each poll would compete with the daemon for the CPU. The page says when it checked.

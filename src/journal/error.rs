@@ -80,6 +80,12 @@ pub enum JournalError {
         source: rusqlite::Error,
     },
 
+    #[error("the hashes of {path} were not all checked: a verifying thread stopped")]
+    #[diagnostic(help(
+        "nothing was judged intact; run `holdcall verify` again, and if this persists report it with the daemon's log"
+    ))]
+    VerifyIncomplete { path: PathBuf },
+
     #[error("entry {chain_seq} of {path} cannot be read: {message}")]
     #[diagnostic(help(
         "the row was edited by hand or damaged; run `holdcall verify` to see every problem"
