@@ -1599,6 +1599,62 @@ fn scale(s: Stats, k: f64) -> Stats {
 }
 
 // ---------------------------------------------------------------------------------------------
+// daemon start with many rules
+// ---------------------------------------------------------------------------------------------
+
+/// Starts timed per home in the daemon-start group.
+const STARTS: usize = 7;
+/// Daemon start with 10,000 rules, ready to decide, p50 (s).
+const TARGET_START_10K_S: f64 = 1.0;
+
+/// `holdcall daemon start` until the daemon answers, `STARTS` times, the daemon stopped between.
+fn time_starts(b: &Bench, home: &Path) -> Stats {
+    let mut samples = Vec::with_capacity(STARTS);
+    for _ in 0..STARTS {
+        b.stop(home);
+        let t0 = Instant::now();
+        b.ok(home, &["daemon", "start"]);
+        // `daemon start` returns once the daemon listens; a status answers from the daemon.
+        b.ok(home, &["daemon", "status"]);
+        samples.push(ns(t0.elapsed()));
+    }
+    stats(&mut samples, 1e9)
+}
+
+fn daemon_start(b: &Bench, rows: &mut Vec<Row>) {
+    let n = 10_000;
+    eprintln!("bench: daemon start, no rules and {n} rules");
+    let empty = b.home_with_daemon("start-0", Durability::Process, &[]);
+    let floor = time_starts(b, &empty);
+    b.stop(&empty);
+    let home = b.home_with_daemon(&format!("start-{n}"), Durability::Process, &rules(n));
+    let st = time_starts(b, &home);
+    b.stop(&home);
+    let s = "daemon start";
+    rows.push(
+        Row::latency(
+            s,
+            "no rules, `daemon start` until `daemon status` answers",
+            "s",
+            floor,
+        )
+        .note("the floor: two process starts, opening the journal, one round trip"),
+    );
+    rows.push(
+        Row::latency(s, format!("{n} rules, the same"), "s", st)
+            .floor("the same start with no rules, p99", floor.p99)
+            .target(
+                format!("p50 ≤ {TARGET_START_10K_S} s"),
+                st.p50 <= TARGET_START_10K_S,
+            )
+            .note(format!(
+                "p50 {:.2} s against {:.2} s with no rules",
+                st.p50, floor.p50
+            )),
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
 // verify on a large journal
 // ---------------------------------------------------------------------------------------------
 
@@ -1670,7 +1726,7 @@ fn main() {
     let mut rustc = String::new();
     let mut args = std::env::args().skip(1);
     let mut bench_mode = false;
-    // `--only listing` or `--only verify`: that group alone (with the floors), to try it; the full run
+    // `--only listing`, `verify` or `start`: that group alone (with the floors), to try it; the full run
     // is what docs/benchmarks.md quotes.
     let mut only: Option<String> = None;
     while let Some(a) = args.next() {
@@ -1721,6 +1777,8 @@ fn main() {
         listing(&b, &mut rows);
     } else if only.as_deref() == Some("verify") {
         verify(&b, &mut rows);
+    } else if only.as_deref() == Some("start") {
+        daemon_start(&b, &mut rows);
     } else {
         journal_append(&b, &f, &mut rows);
         policy_eval(&b, &mut rows);
@@ -1728,6 +1786,7 @@ fn main() {
         decisions(&b, &f, &mut rows);
         end_to_end(&b, &mut rows);
         listing(&b, &mut rows);
+        daemon_start(&b, &mut rows);
         verify(&b, &mut rows);
         holdmap_ports::list_ports(&b, &mut rows);
     }

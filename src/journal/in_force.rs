@@ -151,17 +151,22 @@ fn table_mismatches(conn: &Connection, t: &Tables<'_>) -> rusqlite::Result<Vec<S
 
 fn policy_mismatches(recorded: &str, policies: &[PolicyRow], out: &mut Vec<String>) {
     let before = out.len();
-    let journal: Vec<(String, &str)> = crate::policy::file::split(recorded)
+    let pieces: Vec<&str> = crate::policy::file::split(recorded)
         .into_iter()
         .filter_map(|(s, e)| recorded.get(s..e))
-        .map(|piece| {
-            let piece = piece.trim();
-            let id = crate::policy::id_of(piece).unwrap_or_else(|| "(without @id)".into());
-            (id, piece)
-        })
+        .map(str::trim)
         .collect();
+    let journal: Vec<(String, &str)> = crate::policy::ids_of(&pieces)
+        .into_iter()
+        .zip(&pieces)
+        .map(|(id, piece)| (id.unwrap_or_else(|| "(without @id)".into()), *piece))
+        .collect();
+    let in_table: std::collections::HashMap<&str, &PolicyRow> =
+        policies.iter().map(|p| (p.id.as_str(), p)).collect();
+    let in_journal: std::collections::HashSet<&str> =
+        journal.iter().map(|(id, _)| id.as_str()).collect();
     for (id, text) in &journal {
-        match policies.iter().find(|p| &p.id == id) {
+        match in_table.get(id.as_str()) {
             None => out.push(format!(
                 "rule {id} is missing from the policies table, but the journal's policy.change entries put it in force (deleted behind Holdcall's back)"
             )),
@@ -172,7 +177,7 @@ fn policy_mismatches(recorded: &str, policies: &[PolicyRow], out: &mut Vec<Strin
         }
     }
     for p in policies {
-        if !journal.iter().any(|(id, _)| id == &p.id) {
+        if !in_journal.contains(p.id.as_str()) {
             out.push(format!(
                 "rule {} is in the policies table, but no policy.change entry put it there (inserted behind Holdcall's back)",
                 p.id

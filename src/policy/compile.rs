@@ -229,22 +229,68 @@ fn read_effect(id: &str, policy: &Policy) -> Result<Effect, PolicyError> {
     }
 }
 
-/// Every check on one policy except schema validation (done with one validator for the set).
-fn check_one(stored_id: &str, text: &str) -> Result<(Policy, Effect), PolicyError> {
+/// One policy's text parsed under its stored id.
+fn parse_one(stored_id: &str, text: &str) -> Result<Policy, PolicyError> {
     let id = stored_id.to_string();
-    let policy = match Policy::parse(Some(PolicyId::new(stored_id)), text) {
-        Ok(p) => p,
+    match Policy::parse(Some(PolicyId::new(stored_id)), text) {
+        Ok(p) => Ok(p),
         Err(e) => {
             // `Policy::parse` refuses templates with a bare syntax error; say what it was.
             if Template::parse(Some(PolicyId::new(stored_id)), text).is_ok() {
                 return Err(PolicyError::Template { id });
             }
-            return Err(PolicyError::Syntax {
+            Err(PolicyError::Syntax {
                 id,
                 message: e.to_string(),
-            });
+            })
         }
-    };
+    }
+}
+
+/// Every policy of a set parsed in one pass, in the order given, or `None` when that pass cannot
+/// stand for parsing each text alone (then each is parsed alone, which also names the error).
+///
+/// Why: Cedar's lexer builds its automaton's states afresh for every text it is given, which
+/// made parsing 10,000 rules one by one most of a daemon's start (issue 18); one pass over the
+/// texts joined by newlines builds them once. It stands for the texts alone only when Cedar
+/// read exactly one static policy from each, and the text of each is, character for character,
+/// its own stored text (trimmed): a policy parsed from the same characters is the same policy,
+/// whatever the texts around it. Anything else (a template, a text holding two policies or
+/// half of one, a trailing comment) falls back.
+pub(super) fn parse_together(texts: &[&str]) -> Option<Vec<Policy>> {
+    let joined = texts.join("\n");
+    let set: cedar_policy::PolicySet = joined.parse().ok()?;
+    if set.templates().next().is_some() {
+        return None;
+    }
+    let mut out: Vec<Option<Policy>> = vec![None; texts.len()];
+    for p in set.policies() {
+        // Cedar names the policies of one text `policy0`, `policy1`, … in order.
+        let k: usize = AsRef::<str>::as_ref(p.id())
+            .strip_prefix("policy")?
+            .parse()
+            .ok()?;
+        let slot = out.get_mut(k)?;
+        if slot.is_some() || p.to_string() != texts.get(k)?.trim() {
+            return None;
+        }
+        *slot = Some(p.clone());
+    }
+    out.into_iter().collect()
+}
+
+/// Every check on one policy except schema validation (done with one validator for the set).
+fn check_one(stored_id: &str, text: &str) -> Result<(Policy, Effect), PolicyError> {
+    check_parsed(stored_id, text, parse_one(stored_id, text)?)
+}
+
+/// [`check_one`] on a policy already parsed from `text`.
+fn check_parsed(
+    stored_id: &str,
+    text: &str,
+    policy: Policy,
+) -> Result<(Policy, Effect), PolicyError> {
+    let id = stored_id.to_string();
     match policy.annotation(ID_ANNOTATION) {
         None => return Err(PolicyError::MissingId { id }),
         Some(annotated) if annotated != stored_id => {
@@ -381,11 +427,79 @@ pub(crate) fn validation_problems(
     out
 }
 
+/// The ids, among `policies` (each under its stored id), that strict validation of the whole set
+/// at once cannot clear, or `None` when the set could not be put together. A policy not named
+/// here would get no problem from [`validation_problems`] either; one named here is validated
+/// alone, which finds and words its problems exactly.
+///
+/// Why: validating 10,000 rules one set of one at a time made up most of a daemon's start
+/// (issue 18). Cedar validates each policy of a set on its own, so one call over the set finds
+/// what the calls one by one find; anything it reports that could count (any error other than
+/// an undeclared argument attribute, any impossible-policy or action warning, on a policy or
+/// on its copy with argument tests taken as true) sends that policy to the exact check.
+fn needs_validating_alone(
+    validator: &Validator,
+    policies: &[(&str, &Policy)],
+) -> Option<std::collections::HashSet<String>> {
+    /// Marks the copy of a policy whose argument tests are taken as true (no stored id holds it:
+    /// ids are checked names without control characters).
+    const COPY: &str = "\u{0}args-as-true";
+    let mut set = cedar_policy::PolicySet::new();
+    let mut flagged: std::collections::HashSet<String> = std::collections::HashSet::new();
+    for (id, p) in policies {
+        set.add((*p).clone()).ok()?;
+        if reads_arguments(p) {
+            let copy_id = format!("{id}{COPY}");
+            match argument_guards_as_true(&copy_id, p) {
+                Some(copy) => set.add(copy).ok()?,
+                None => {
+                    flagged.insert((*id).to_string());
+                }
+            }
+        }
+    }
+    let owner = |pid: &PolicyId| {
+        let pid: &str = pid.as_ref();
+        pid.strip_suffix(COPY).unwrap_or(pid).to_string()
+    };
+    let result = validator.validate(&set, ValidationMode::Strict);
+    for e in result.validation_errors() {
+        if !is_argument_access(&e.to_string()) {
+            flagged.insert(owner(e.policy_id()));
+        }
+    }
+    for w in result.validation_warnings() {
+        if matches!(
+            w,
+            ValidationWarning::ImpossiblePolicy(_) | ValidationWarning::InvalidActionApplication(_)
+        ) {
+            flagged.insert(owner(w.policy_id()));
+        }
+    }
+    Some(flagged)
+}
+
 /// The full check of one stored policy, in the order a user should fix things: syntax, id,
 /// annotations and effect, schema, then scope form.
-fn compile_one(validator: &Validator, id: &str, text: &str) -> Result<Checked, PolicyError> {
-    let (policy, effect) = check_one(id, text)?;
-    validate_one(validator, id, &policy)?;
+fn compile_one(
+    validator: &Validator,
+    id: &str,
+    text: &str,
+    parsed: Option<(Policy, bool)>,
+) -> Result<Checked, PolicyError> {
+    let (policy, effect, cleared) = match parsed {
+        Some((p, cleared)) => {
+            let (p, e) = check_parsed(id, text, p)?;
+            (p, e, cleared)
+        }
+        None => {
+            let (p, e) = check_one(id, text)?;
+            (p, e, false)
+        }
+    };
+    if !cleared {
+        validate_one(validator, id, &policy)?;
+    }
     let scope = read_scope(id, &policy)?;
     // A permit that errors is skipped, which only takes an allow away; a forbid that errors
     // would fail open in Cedar, so its argument reads must be guarded.
@@ -413,7 +527,7 @@ pub(crate) fn parse_effect_and_specificity(
     text: &str,
 ) -> Result<(Effect, i64), PolicyError> {
     let validator = load_validator()?;
-    let checked = compile_one(&validator, id, text)?;
+    let checked = compile_one(&validator, id, text, None)?;
     Ok((checked.effect, checked.specificity))
 }
 
@@ -449,6 +563,27 @@ impl PolicySet {
         let mut sorted: Vec<&StoredPolicy> = policies.iter().collect();
         sorted.sort_by(|a, b| (a.seq, &a.id).cmp(&(b.seq, &b.id)));
 
+        let texts: Vec<&str> = sorted.iter().map(|p| p.text.as_str()).collect();
+        // Parsed in one pass and validated as one set where that stands for each alone; a
+        // policy either cannot clear is parsed or validated alone in the loop below.
+        let together: Vec<Policy> = parse_together(&texts)
+            .unwrap_or_default()
+            .into_iter()
+            .zip(&sorted)
+            .map(|(p, stored)| p.new_id(PolicyId::new(&stored.id)))
+            .collect();
+        let named: Vec<(&str, &Policy)> = sorted
+            .iter()
+            .map(|p| p.id.as_str())
+            .zip(&together)
+            .collect();
+        let flagged = needs_validating_alone(&validator, &named);
+        let mut parsed = together.into_iter().map(|p| {
+            let id: &str = p.id().as_ref();
+            let cleared = flagged.as_ref().is_some_and(|f| !f.contains(id));
+            (p, cleared)
+        });
+
         let mut set = PolicySet::empty();
         set.names = Some(names);
         for stored in sorted {
@@ -457,7 +592,7 @@ impl PolicySet {
                     id: stored.id.clone(),
                 });
             }
-            let checked = compile_one(&validator, &stored.id, &stored.text)?;
+            let checked = compile_one(&validator, &stored.id, &stored.text, parsed.next())?;
             let bucket = if indexed {
                 set.index.bucket_mut(&checked.scope)
             } else {

@@ -25,6 +25,18 @@ pub(crate) fn id_of(text: &str) -> Option<String> {
         .and_then(|p| p.annotation(ID_ANNOTATION).map(str::to_string))
 }
 
+/// [`id_of`] for many texts at once: one parse for all of them when it can stand for each
+/// alone (`compile::parse_together`), else each parsed alone.
+pub(crate) fn ids_of(texts: &[&str]) -> Vec<Option<String>> {
+    match super::compile::parse_together(texts) {
+        Some(parsed) => parsed
+            .iter()
+            .map(|p| p.annotation(ID_ANNOTATION).map(str::to_string))
+            .collect(),
+        None => texts.iter().map(|t| id_of(t)).collect(),
+    }
+}
+
 /// A unified line diff with 3 lines of context and the given labels; `""` when equal.
 pub fn unified_diff(before: &str, after: &str, before_label: &str, after_label: &str) -> String {
     if before == after {

@@ -415,3 +415,124 @@ fn every_error_has_help() {
     }
     assert_eq!(seen.len(), 14, "one case per variant");
 }
+
+/// The texts the one-pass parse is checked on: the CLI's rules, conditions on arguments,
+/// comments inside a policy, and every scope form.
+fn varied_texts() -> Vec<String> {
+    let mut texts: Vec<String> = (1..=6)
+        .map(|k| {
+            let s = scope(
+                (k % 2 == 0).then_some("write_file"),
+                (k % 3 == 0).then_some("cursor"),
+                (k > 3).then_some("files"),
+            );
+            rule(
+                k,
+                [Effect::Allow, Effect::Ask, Effect::Deny][k as usize % 3],
+                &s,
+            )
+            .text
+        })
+        .collect();
+    texts.push(
+        "@id(\"cond\")\n@holdcall_effect(\"deny\")\nforbid (principal, action, resource)\n\
+         // a comment inside\nwhen { context.arguments has path && context.arguments.path like \"*.env\" };"
+            .to_string(),
+    );
+    texts
+}
+
+#[test]
+fn parsing_a_set_in_one_pass_gives_each_policy_its_text_alone_gives() {
+    let texts = varied_texts();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let Some(together) = crate::policy::compile::parse_together(&refs) else {
+        panic!("the one-pass parse fell back on texts it should read");
+    };
+    assert_eq!(together.len(), texts.len());
+    for (p, text) in together.iter().zip(&texts) {
+        let alone = match cedar_policy::Policy::parse(None, text) {
+            Ok(p) => p,
+            Err(e) => panic!("{text}: {e}"),
+        };
+        assert_eq!(p.to_json().ok(), alone.to_json().ok(), "{text}");
+    }
+}
+
+#[test]
+fn texts_that_parse_only_when_joined_are_refused_as_each_alone_would_be() {
+    // Alone, neither is a policy; joined, they are exactly one.
+    let first = "@id(\"a\")\n@holdcall_effect(\"deny\")\nforbid (principal, action, resource)\nwhen { true &&";
+    let second = "true };";
+    assert!(crate::policy::compile::parse_together(&[first, second]).is_none());
+    match PolicySet::compile(&[raw(1, "a", first), raw(2, "b", second)]) {
+        Err(PolicyError::Syntax { id, .. }) => assert_eq!(id, "a"),
+        other => panic!("expected a syntax error naming policy a, got {other:?}"),
+    }
+    // Two texts whose policies only line up by count are not taken for one another either:
+    // one text holding two policies beside one holding half of one.
+    let two = "@id(\"c\")\n@holdcall_effect(\"deny\")\nforbid (principal, action, resource);\n\
+               @id(\"d\")\n@holdcall_effect(\"deny\")\nforbid (principal, action, resource);";
+    assert!(crate::policy::compile::parse_together(&[two, first, second]).is_none());
+    assert!(
+        PolicySet::compile(&[raw(1, "c", two), raw(2, "a", first), raw(3, "b", second)]).is_err()
+    );
+}
+
+#[test]
+fn a_policy_ending_in_a_comment_still_compiles_in_a_set() {
+    let mut texts = varied_texts();
+    texts.push(
+        "@id(\"late\")\n@holdcall_effect(\"deny\")\nforbid (principal, action, resource);\n// why\n"
+            .to_string(),
+    );
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    // The one-pass parse cannot vouch for this text, so each is parsed alone.
+    assert!(crate::policy::compile::parse_together(&refs).is_none());
+    let stored: Vec<StoredPolicy> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let id = match cedar_policy::Policy::parse(None, t)
+                .ok()
+                .and_then(|p| p.annotation("id").map(str::to_string))
+            {
+                Some(id) => id,
+                None => panic!("{t} has no id"),
+            };
+            raw(i as i64 + 1, &id, t)
+        })
+        .collect();
+    let set = compile(&stored);
+    assert_eq!(set.info().len(), texts.len());
+}
+
+#[test]
+fn validating_a_set_at_once_refuses_exactly_what_validating_each_alone_refuses() {
+    // What an argument test guards is type-checked too (on the copy with the test as true);
+    // the rest of the set is clean, so only the exact check of the one policy can word it.
+    let guarded = "@id(\"guarded\")\n@holdcall_effect(\"deny\")\nforbid (principal, action, resource)\n\
+                   when { context.arguments has path && context.nosuch == 1 };";
+    let mut set: Vec<StoredPolicy> = varied_texts()
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let id = match cedar_policy::Policy::parse(None, t)
+                .ok()
+                .and_then(|p| p.annotation("id").map(str::to_string))
+            {
+                Some(id) => id,
+                None => panic!("{t} has no id"),
+            };
+            raw(i as i64 + 1, &id, t)
+        })
+        .collect();
+    // The clean set compiles, every policy cleared by the one validation of the whole set.
+    assert_eq!(compile(&set).info().len(), set.len());
+    set.push(raw(100, "guarded", guarded));
+    let alone = compile_err("guarded", guarded);
+    match PolicySet::compile(&set) {
+        Err(e) => assert_eq!(e.to_string(), alone.to_string()),
+        Ok(_) => panic!("a set holding {guarded} compiled"),
+    }
+}
