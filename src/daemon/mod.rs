@@ -79,6 +79,7 @@ mod decide;
 mod dispatch;
 mod hold;
 mod in_force;
+mod leak;
 mod manage;
 mod session;
 pub(crate) mod supervise;
@@ -177,6 +178,9 @@ struct Shared {
     /// Serialises connector changes and credentialed session starts, so a session never pairs
     /// one registration's key with another's secret.
     connectors: tokio::sync::Mutex<()>,
+    /// The scanner of each connector's secret read this run, by connector (`daemon::leak`): the
+    /// arguments of every call to another connector are checked against it. Never a secret.
+    leaks: Mutex<HashMap<String, Arc<crate::leak::Matcher>>>,
     /// The home this daemon serves, as `daemon.hello` proves it: the database it opened and
     /// the machine id it read.
     serves: ipc::Serves,
@@ -302,6 +306,7 @@ pub(crate) async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
         approval_timeout: config.approval.timeout,
         vault: Arc::new(Keyring::for_home(home.dir())),
         connectors: tokio::sync::Mutex::new(()),
+        leaks: Mutex::new(HashMap::new()),
         serves,
     });
 

@@ -21,6 +21,7 @@ fn a_launch_travels_whole_but_no_debug_of_a_message_shows_its_secret() {
         pass_env: vec![],
         cwd: "/".into(),
         pinned_env: vec![],
+        leak: None,
     };
     let r = SessionResponse::SessionOpened {
         launch: Some(launch),

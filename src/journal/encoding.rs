@@ -34,12 +34,15 @@ pub enum Kind {
     CallApproval,
     AgentChange,
     ConnectorChange,
+    /// A connector's secret found where it must not go: in a server's line to the client
+    /// (withheld) or in a call's arguments to another connector (refused). Never the secret.
+    SecretLeak,
 }
 
 impl Kind {
     /// Every kind, in documentation order. (Only the tests read the list or parse a kind back.)
     #[cfg(test)]
-    pub(crate) const ALL: [Kind; 11] = [
+    pub(crate) const ALL: [Kind; 12] = [
         Kind::SessionStart,
         Kind::CallRequest,
         Kind::CallOutcome,
@@ -51,6 +54,7 @@ impl Kind {
         Kind::CallApproval,
         Kind::AgentChange,
         Kind::ConnectorChange,
+        Kind::SecretLeak,
     ];
 
     pub(crate) fn as_str(self) -> &'static str {
@@ -66,6 +70,7 @@ impl Kind {
             Kind::CallApproval => "call.approval",
             Kind::AgentChange => "agent.change",
             Kind::ConnectorChange => "connector.change",
+            Kind::SecretLeak => "secret.leak",
         }
     }
 

@@ -101,8 +101,10 @@ fn credentialed_command(l: &crate::connector::Launch) -> Result<Command, RelayEr
     Ok(cmd)
 }
 
-/// Relays every server line to the client unchanged, watching answers for the negotiated
+/// Relays every server line to the client unchanged (but one carrying the injected secret),
+/// watching answers for the negotiated
 /// protocol version and for the outcome of calls in flight.
+#[allow(clippy::too_many_arguments)] // the pump's shared state, each piece owned elsewhere
 pub(super) async fn pump_server(
     child_out: tokio::process::ChildStdout,
     out_tx: mpsc::Sender<Vec<u8>>,
@@ -111,11 +113,17 @@ pub(super) async fn pump_server(
     retries: Retries,
     link: Link,
     session_id: String,
+    screen: super::leak::Screen,
 ) {
     let mut r = BufReader::with_capacity(64 * 1024, child_out);
     loop {
         match read_line_capped(&mut r, limits::FRAME_BYTES_MAX).await {
             Ok(LineRead::Line(line)) => {
+                // The injected secret never reaches the client (relay::leak): a line carrying it
+                // is relayed as an error for its id, or not at all.
+                let Some(line) = screen.screen(line, &in_flight) else {
+                    continue;
+                };
                 let msg = envelope::inspect_server_line(&line);
                 if let Ok(mut d) = dialect.lock() {
                     d.on_server(&msg);
