@@ -216,7 +216,7 @@ pub(crate) const SECRET_BYTES_MAX: usize = 32 * 1024;
 /// ordinary text by chance, so the check would withhold answers that never held it, and its
 /// fingerprint is cheap to guess back from the relay's memory. `holdcall connector set` says so
 /// when it stores one, and the relay says so on stderr at every session start.
-pub(crate) const LEAK_SECRET_BYTES_MIN: usize = 12;
+pub const LEAK_SECRET_BYTES_MIN: usize = 12;
 
 /// Bytes in the rolling window the leak scanner hashes at every position of a line: the first
 /// this many bytes of each encoded form are its cheap first test. No form is shorter than the
