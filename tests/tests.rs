@@ -39,6 +39,7 @@ mod layering;
 mod leak;
 mod minimal_env;
 mod other_home;
+mod pins;
 mod policy_cli;
 mod policy_examples;
 mod policy_files;

@@ -81,7 +81,9 @@ mod hold;
 mod in_force;
 mod leak;
 mod manage;
+mod pins;
 mod session;
+pub(crate) use pins::{DRIFT_KEY, HIDE_PREFIX};
 pub(crate) mod supervise;
 #[cfg(test)]
 mod tests;
@@ -105,6 +107,8 @@ struct Session {
     /// Recently charged calls (seq → tool), so a retry the relay names is checked to be one;
     /// at most `limits::RETRY_STATES_MAX`, oldest forgotten first (its retry is then charged).
     charged: std::collections::BTreeMap<i64, String>,
+    /// What this session's listings showed (`daemon::pins`).
+    listed: pins::Listed,
 }
 
 impl Session {
@@ -115,6 +119,7 @@ impl Session {
             last_seq: 0,
             counters: Counters::default(),
             charged: std::collections::BTreeMap::new(),
+            listed: pins::Listed::default(),
         }
     }
 
@@ -181,6 +186,10 @@ struct Shared {
     /// The scanner of each connector's secret read this run, by connector (`daemon::leak`): the
     /// arguments of every call to another connector are checked against it. Never a secret.
     leaks: Mutex<HashMap<String, Arc<crate::leak::Matcher>>>,
+    /// The tool pins in force (a cache of `tool_pins`, replaced per connector after each write).
+    pins: RwLock<pins::Pins>,
+    /// The settings in force (the drift guard, hide-denied per connector).
+    settings: RwLock<std::collections::BTreeMap<String, String>>,
     /// The home this daemon serves, as `daemon.hello` proves it: the database it opened and
     /// the machine id it read.
     serves: ipc::Serves,
@@ -272,6 +281,8 @@ pub(crate) async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
         policies: rows,
         budgets: budget_rows,
         agents: enrolled,
+        pins: pin_rows,
+        settings,
         ..
     } = loaded;
     let open_sessions = j.open_sessions()?;
@@ -307,6 +318,8 @@ pub(crate) async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
         vault: Arc::new(Keyring::for_home(home.dir())),
         connectors: tokio::sync::Mutex::new(()),
         leaks: Mutex::new(HashMap::new()),
+        pins: RwLock::new(pins::pins_by_connector(pin_rows)),
+        settings: RwLock::new(settings),
         serves,
     });
 

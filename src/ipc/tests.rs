@@ -92,6 +92,8 @@ enum Request {
     K2,
     #[serde(rename = "anomaly")]
     K3,
+    #[serde(rename = "tools.listed")]
+    K3b,
     #[serde(rename = "session.end")]
     K4,
     #[serde(rename = "policy.set")]
@@ -134,6 +136,10 @@ enum Request {
     K23,
     #[serde(rename = "vault.probe")]
     K24,
+    #[serde(rename = "tools.accept")]
+    K24b,
+    #[serde(rename = "setting.set")]
+    K24c,
     #[serde(rename = "daemon.hello")]
     K25,
 }

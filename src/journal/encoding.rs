@@ -34,6 +34,14 @@ pub enum Kind {
     CallApproval,
     AgentChange,
     ConnectorChange,
+    /// A tool definition pinned: at first sight in a listing, or re-pinned by a person.
+    ToolPin,
+    /// A pinned tool's listing changed: a new definition, re-appearing, or gone.
+    ToolDrift,
+    /// A session's listing was forwarded without the tools its policy denies (hide-denied).
+    ToolsHidden,
+    /// A setting changed (the drift guard, a connector's hide-denied).
+    SettingChange,
     /// A connector's secret found where it must not go: in a server's line to the client
     /// (withheld) or in a call's arguments to another connector (refused). Never the secret.
     SecretLeak,
@@ -42,7 +50,7 @@ pub enum Kind {
 impl Kind {
     /// Every kind, in documentation order. (Only the tests read the list or parse a kind back.)
     #[cfg(test)]
-    pub(crate) const ALL: [Kind; 12] = [
+    pub(crate) const ALL: [Kind; 16] = [
         Kind::SessionStart,
         Kind::CallRequest,
         Kind::CallOutcome,
@@ -54,6 +62,10 @@ impl Kind {
         Kind::CallApproval,
         Kind::AgentChange,
         Kind::ConnectorChange,
+        Kind::ToolPin,
+        Kind::ToolDrift,
+        Kind::ToolsHidden,
+        Kind::SettingChange,
         Kind::SecretLeak,
     ];
 
@@ -71,6 +83,10 @@ impl Kind {
             Kind::AgentChange => "agent.change",
             Kind::ConnectorChange => "connector.change",
             Kind::SecretLeak => "secret.leak",
+            Kind::ToolPin => "tool.pin",
+            Kind::ToolDrift => "tool.drift",
+            Kind::ToolsHidden => "tools.hidden",
+            Kind::SettingChange => "setting.change",
         }
     }
 

@@ -21,6 +21,7 @@ mod held;
 mod in_flight;
 mod leak;
 mod link;
+mod listing;
 mod refusal;
 mod server;
 #[cfg(test)]
@@ -143,6 +144,7 @@ pub(crate) async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayEr
     let dialect = Arc::new(Mutex::new(Negotiation::default()));
     let in_flight: InFlight = Arc::new(Mutex::new(HashMap::new()));
     let retries: Retries = Arc::new(Mutex::new(RetryStates::default()));
+    let listings: listing::Listings = Arc::default();
     let (out_tx, writer) = spawn_stdout_writer();
     let (server_task, mut server_done) = spawn_server_pump(
         child_out,
@@ -153,6 +155,7 @@ pub(crate) async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayEr
         link.clone(),
         session_id.clone(),
         screen,
+        Arc::clone(&listings),
     );
 
     let child_in: ServerInput = Arc::new(tokio::sync::Mutex::new(Some(child_in)));
@@ -168,6 +171,7 @@ pub(crate) async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayEr
         session_id: session_id.clone(),
         seq: 0,
         said: HashSet::new(),
+        listings,
     };
     let ended = pump_client(&mut pump, &mut server_done, &mut signals).await;
 
@@ -317,7 +321,8 @@ fn spawn_stdout_writer() -> (mpsc::Sender<Vec<u8>>, JoinHandle<()>) {
 }
 
 /// Starts the server pump; the receiver fires once the server's output has ended.
-#[allow(clippy::too_many_arguments)] // what `server::pump_server` takes, handed on
+// Each pump owns its share of the session; a struct of them would only rename the list.
+#[allow(clippy::too_many_arguments)]
 fn spawn_server_pump(
     child_out: ChildStdout,
     out_tx: mpsc::Sender<Vec<u8>>,
@@ -327,11 +332,12 @@ fn spawn_server_pump(
     link: Link,
     session_id: String,
     screen: leak::Screen,
+    listings: listing::Listings,
 ) -> (JoinHandle<()>, oneshot::Receiver<()>) {
     let (server_done_tx, server_done) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         server::pump_server(
-            child_out, out_tx, dialect, in_flight, retries, link, session_id, screen,
+            child_out, out_tx, dialect, in_flight, retries, link, session_id, screen, listings,
         )
         .await;
         let _ = server_done_tx.send(());

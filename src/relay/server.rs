@@ -101,10 +101,11 @@ fn credentialed_command(l: &crate::connector::Launch) -> Result<Command, RelayEr
     Ok(cmd)
 }
 
-/// Relays every server line to the client unchanged (but one carrying the injected secret),
-/// watching answers for the negotiated
-/// protocol version and for the outcome of calls in flight.
-#[allow(clippy::too_many_arguments)] // the pump's shared state, each piece owned elsewhere
+/// Relays every server line to the client unchanged (but one carrying the injected secret, and
+/// a `tools/list` answer hide-denied trims), watching answers for the negotiated protocol
+/// version and for the outcome of calls in flight.
+// Each pump owns its share of the session; a struct of them would only rename the list.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn pump_server(
     child_out: tokio::process::ChildStdout,
     out_tx: mpsc::Sender<Vec<u8>>,
@@ -114,13 +115,15 @@ pub(super) async fn pump_server(
     link: Link,
     session_id: String,
     screen: super::leak::Screen,
+    listings: super::listing::Listings,
 ) {
     let mut r = BufReader::with_capacity(64 * 1024, child_out);
     loop {
         match read_line_capped(&mut r, limits::FRAME_BYTES_MAX).await {
             Ok(LineRead::Line(line)) => {
                 // The injected secret never reaches the client (relay::leak): a line carrying it
-                // is relayed as an error for its id, or not at all.
+                // is relayed as an error for its id, or not at all. First of all, so that nothing
+                // after (the listing's pins among them) ever reads a line that carries it.
                 let Some(line) = screen.screen(line, &in_flight) else {
                     continue;
                 };
@@ -149,6 +152,11 @@ pub(super) async fn pump_server(
                         });
                     }
                 }
+                // A tools/list answer is pinned, and forwarded as it came unless hide-denied
+                // names tools to take out (`listing`).
+                let hidden =
+                    super::listing::on_answer(&listings, &link, &session_id, &msg, &line).await;
+                let line = hidden.unwrap_or(line);
                 if out_tx.send(line).await.is_err() {
                     return;
                 }
