@@ -252,8 +252,9 @@ fn a_secret_split_across_two_json_strings_is_not_claimed_as_a_leak() {
 }
 
 /// The model pasting one server's token into another's tool: a call to connector `other`
-/// whose arguments carry connector `fx`'s secret (plain or hex) is refused with the reason,
-/// never reaches `other`'s server, and is journaled as `secret.leak` and a denied call.
+/// whose arguments carry connector `fx`'s secret (plain or hex) is refused, never reaches
+/// `other`'s server, and is journaled as `secret.leak` and a denied call whose reason names
+/// whose secret it was.
 #[test]
 fn a_call_carrying_another_connectors_secret_is_refused_before_its_server_sees_it() {
     let (env, _ss) = setup();
@@ -269,11 +270,10 @@ fn a_call_carrying_another_connectors_secret_is_refused_before_its_server_sees_i
     ));
     let v = r.recv_json();
     assert!(is_refusal(&v), "{v}");
+    // The client reads the relay's fixed refusal for a denied call (it never repeats the
+    // daemon's reasons); the reason naming whose secret it was is journaled.
     let words = v["result"]["content"][0]["text"].as_str().unwrap();
-    assert!(
-        words.contains("connector fx's secret") && !words.contains(&secret),
-        "{words}"
-    );
+    assert!(!words.contains(&secret), "{words}");
     r.send(&call("2", "echo", &format!(r#"{{"text":"{hex}"}}"#)));
     assert!(is_refusal(&r.recv_json()));
     r.send(&call("3", "echo", r#"{"text":"an ordinary call"}"#));
@@ -297,6 +297,10 @@ fn a_call_carrying_another_connectors_secret_is_refused_before_its_server_sees_i
         .filter(|r| r["kind"] == "call.request" && r["decision"] == "deny")
         .collect();
     assert_eq!(denied.len(), 2);
+    for row in &denied {
+        let reason = row["reason"].as_str().unwrap();
+        assert!(reason.contains("connector fx's secret"), "{reason}");
+    }
     for (what, bytes) in home_bytes(&env) {
         assert!(!contains(&bytes, &secret), "the canary is in {what}");
     }

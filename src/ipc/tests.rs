@@ -92,6 +92,8 @@ enum Request {
     K2,
     #[serde(rename = "anomaly")]
     K3,
+    #[serde(rename = "secret.leak")]
+    K3a,
     #[serde(rename = "tools.listed")]
     K3b,
     #[serde(rename = "session.end")]
