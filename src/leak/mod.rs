@@ -48,6 +48,14 @@ impl std::fmt::Debug for Fingerprints {
     }
 }
 
+#[cfg(test)]
+impl Fingerprints {
+    /// Makes the key unreadable (not hex), as a corrupt launch would carry it.
+    pub(crate) fn spoil_key_for_tests(&mut self) {
+        self.key = "not hex".into();
+    }
+}
+
 /// One encoded form, by what identifies it without spelling it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Print {

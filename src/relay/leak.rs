@@ -29,59 +29,29 @@ pub(super) struct Screen {
 
 impl Screen {
     /// The screen of a session started with `launch`; says on stderr when the secret is too
-    /// short to be checked.
+    /// short to be checked. Fails closed: a secret long enough to be checked whose
+    /// fingerprints are missing or malformed starts no server (`RelayError::BadLaunch`), since
+    /// its answers would otherwise reach the client unchecked.
     pub(super) fn for_launch(
         launch: Option<&crate::connector::Launch>,
         connector: &str,
         link: &Link,
         session_id: &str,
-    ) -> Screen {
-        if let Some(l) = launch
-            && l.leak.is_none()
-        {
-            if l.secret.len() < crate::limits::LEAK_SECRET_BYTES_MIN {
-                eprintln!(
-                    "holdcall: connector {connector}'s secret is under {} bytes: the server's \
-                     answers are not checked for it",
-                    crate::limits::LEAK_SECRET_BYTES_MIN
-                );
-            } else {
-                eprintln!(
-                    "holdcall: the daemon handed over no leak fingerprints for connector \
-                     {connector}: the server's answers are not checked for its secret"
-                );
-            }
+    ) -> Result<Screen, super::RelayError> {
+        let matcher = matcher_for(launch).map_err(super::RelayError::BadLaunch)?;
+        if launch.is_some() && matcher.is_none() {
+            eprintln!(
+                "holdcall: connector {connector}'s secret is under {} bytes: the server's \
+                 answers are not checked for it",
+                crate::limits::LEAK_SECRET_BYTES_MIN
+            );
         }
-        Screen::new(
-            launch.and_then(|l| l.leak.as_ref()),
-            connector,
-            link,
-            session_id,
-        )
-    }
-
-    pub(super) fn new(
-        prints: Option<&Fingerprints>,
-        connector: &str,
-        link: &Link,
-        session_id: &str,
-    ) -> Screen {
-        let matcher = prints.and_then(|p| {
-            let m = Matcher::new(p);
-            if m.is_none() {
-                eprintln!(
-                    "holdcall: the daemon handed over leak fingerprints that are not valid; \
-                     answers are not checked for connector {connector}'s secret"
-                );
-            }
-            m
-        });
-        Screen {
+        Ok(Screen {
             matcher,
             connector: connector.to_string(),
             link: link.clone(),
             session_id: session_id.to_string(),
-        }
+        })
     }
 
     /// What to relay in place of `line`: the line itself when it does not carry the secret, an
@@ -126,6 +96,29 @@ impl Screen {
     }
 }
 
+/// The scanner a launch asks for: none without a launch or for a secret under the minimum;
+/// an error when a secret long enough to check comes without valid fingerprints.
+pub(super) fn matcher_for(
+    launch: Option<&crate::connector::Launch>,
+) -> Result<Option<Matcher>, String> {
+    let Some(l) = launch else {
+        return Ok(None);
+    };
+    if l.secret.len() < crate::limits::LEAK_SECRET_BYTES_MIN {
+        return Ok(None);
+    }
+    let prints: &Fingerprints = l.leak.as_ref().ok_or_else(|| {
+        "it carries no leak fingerprints for the secret, so the server's answers could not be \
+         checked for it"
+            .to_string()
+    })?;
+    Matcher::new(prints).map(Some).ok_or_else(|| {
+        "its leak fingerprints are malformed, so the server's answers could not be checked for \
+         the secret"
+            .to_string()
+    })
+}
+
 /// A JSON-RPC error answering `id` (copied verbatim), as one compact line ending in `\n`.
 fn withheld_error(id: &[u8], text: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(id.len() + text.len() + 64);
@@ -137,4 +130,55 @@ fn withheld_error(id: &[u8], text: &str) -> Vec<u8> {
     push_json_string(&mut out, text);
     out.extend_from_slice(b"}}\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::matcher_for;
+    use crate::connector::Launch;
+    use crate::vault::Secret;
+
+    fn launch(secret: &str, leak: Option<crate::leak::Fingerprints>) -> Launch {
+        Launch {
+            command: vec!["/usr/bin/env".into()],
+            env_key: "API_TOKEN".into(),
+            secret: Secret::new(secret.into()),
+            pass_env: vec![],
+            cwd: "/".into(),
+            pinned_env: vec![],
+            leak,
+        }
+    }
+
+    #[test]
+    fn a_secret_long_enough_to_check_without_fingerprints_starts_no_server() {
+        let l = launch("hc-canary-0123456789abcdef", None);
+        let why = matcher_for(Some(&l)).unwrap_err();
+        assert!(why.contains("no leak fingerprints"), "{why}");
+    }
+
+    #[test]
+    fn malformed_fingerprints_start_no_server() {
+        let mut prints = crate::leak::fingerprint(b"hc-canary-0123456789abcdef").unwrap();
+        prints.spoil_key_for_tests();
+        let l = launch("hc-canary-0123456789abcdef", Some(prints));
+        let why = matcher_for(Some(&l)).unwrap_err();
+        assert!(why.contains("malformed"), "{why}");
+    }
+
+    #[test]
+    fn a_short_secret_or_no_launch_is_passed_unchecked_and_a_good_launch_is_checked() {
+        assert!(matcher_for(None).unwrap().is_none());
+        let short = "a".repeat(crate::limits::LEAK_SECRET_BYTES_MIN - 1);
+        assert!(matcher_for(Some(&launch(&short, None))).unwrap().is_none());
+        let secret = "hc-canary-0123456789abcdef";
+        let prints = crate::leak::fingerprint(secret.as_bytes()).unwrap();
+        let m = matcher_for(Some(&launch(secret, Some(prints))))
+            .unwrap()
+            .unwrap();
+        assert!(
+            m.find(format!("{{\"text\":\"{secret}\"}}").as_bytes())
+                .is_some()
+        );
+    }
 }

@@ -138,7 +138,7 @@ pub(crate) async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayEr
     let session_id = new_session_id();
     let link = connect(&home, &session_id).await;
     let launch = open_session(&home, &link, &opts, &session_id).await?;
-    let screen = leak::Screen::for_launch(launch.as_ref(), &opts.connector, &link, &session_id);
+    let screen = leak::Screen::for_launch(launch.as_ref(), &opts.connector, &link, &session_id)?;
     let (mut child, child_in, child_out) = server::start(launch, &opts)?;
 
     let dialect = Arc::new(Mutex::new(Negotiation::default()));
