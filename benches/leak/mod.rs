@@ -124,16 +124,24 @@ impl Drop for SecretService {
     }
 }
 
-/// `frames` calls of `big` answering 512 KiB, each timed from writing the call to reading the
-/// whole answer (µs); the answer must be the text, not a refusal or a withheld error.
-fn time_big(p: &mut Peer, frames: usize) -> super::Stats {
+/// What `big` fills its answer with in the escaped case: a quote every 14 bytes, which the
+/// answer carries as `\"`, so the scanner also makes and scans the JSON-unescaped view.
+const ESCAPED_FILL: &str = "prose, quoted\"";
+
+/// `frames` calls of `big` answering 512 KiB (of `x`, or of `fill` repeated), each timed from
+/// writing the call to reading the whole answer (µs); the answer must be the text, not a
+/// refusal or a withheld error.
+fn time_big(p: &mut Peer, frames: usize, fill: Option<&str>) -> super::Stats {
     let kib = FRAME_BYTES / 1024;
+    let fill = fill
+        .map(|f| format!(",\"fill\":{}", serde_json::to_string(f).unwrap()))
+        .unwrap_or_default();
     p.send(INITIALIZE);
     p.recv();
     let mut out = Vec::with_capacity(frames);
     for i in 0..=frames {
         let line = format!(
-            "{{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"tools/call\",\"params\":{{\"name\":\"big\",\"arguments\":{{\"kib\":{kib}}}}}}}\n",
+            "{{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"tools/call\",\"params\":{{\"name\":\"big\",\"arguments\":{{\"kib\":{kib}{fill}}}}}}}\n",
             i + 1
         );
         let t0 = Instant::now();
@@ -192,27 +200,27 @@ pub(super) fn leak_check(b: &Bench, rows: &mut Vec<Row>) {
         String::from_utf8_lossy(&out.stderr)
     );
     let frames = b.n(FRAMES);
-    let direct = {
-        let (mut p, _) = Peer::spawn(with_bus(&["demo-server"]));
-        let d = time_big(&mut p, frames);
+    let run = |c: Command, fill: Option<&str>| {
+        let (mut p, _) = Peer::spawn(c);
+        let d = time_big(&mut p, frames, fill);
         p.finish();
         d
     };
-    let plain = {
+    let plain_cmd = || {
         let mut c = with_bus(&["serve", "--connector", "plain", "--client", "bench", "--"]);
         c.arg(&b.holdcall).arg("demo-server");
-        let (mut p, _) = Peer::spawn(c);
-        let d = time_big(&mut p, frames);
-        p.finish();
-        d
+        c
     };
-    let checked = {
-        let c = with_bus(&["serve", "--connector", "leaky", "--client", "bench"]);
-        let (mut p, _) = Peer::spawn(c);
-        let d = time_big(&mut p, frames);
-        p.finish();
-        d
-    };
+    let checked_cmd = || with_bus(&["serve", "--connector", "leaky", "--client", "bench"]);
+    let direct = run(with_bus(&["demo-server"]), None);
+    // Plain and checked alternate (A/B/A/B), so a drift of the machine shows as a difference
+    // between the two plain runs rather than as the check's cost.
+    let plain = run(plain_cmd(), None);
+    let checked = run(checked_cmd(), None);
+    let plain_again = run(plain_cmd(), None);
+    let checked_again = run(checked_cmd(), None);
+    let plain_escaped = run(plain_cmd(), Some(ESCAPED_FILL));
+    let checked_escaped = run(checked_cmd(), Some(ESCAPED_FILL));
     // No answer carried the secret, so none was withheld (`time_big` checks each is the text).
     b.stop(&home);
     drop(ss);
@@ -226,43 +234,37 @@ pub(super) fn leak_check(b: &Bench, rows: &mut Vec<Row>) {
         )
         .note("the floor: the demo server alone"),
     );
-    rows.push(
-        Row::latency(
-            s,
-            format!("through the relay, plain passthrough ({frames} calls)"),
-            "ms",
-            super::scale(plain, 1e-3),
-        )
-        .floor("the same calls direct, p99", direct.p99 / 1e3),
-    );
-    rows.push(
-        Row::latency(
-            s,
-            format!("through the relay, leak check on ({frames} calls)"),
-            "ms",
-            super::scale(checked, 1e-3),
-        )
-        .floor("plain passthrough, p99", plain.p99 / 1e3)
-        .note("a credentialed connector: every answer scanned whole (as sent) and passed"),
-    );
-    let added = super::Stats {
-        n: frames,
-        p50: (checked.p50 - plain.p50) / 1e3,
-        p95: (checked.p95 - plain.p95) / 1e3,
-        p99: (checked.p99 - plain.p99) / 1e3,
-        max: f64::NAN,
-        mean: (checked.mean - plain.mean) / 1e3,
+    let pair = |what: &str, plain: super::Stats, checked: super::Stats, rows: &mut Vec<Row>| {
+        rows.push(
+            Row::latency(
+                s,
+                format!("{what}: plain passthrough ({frames} calls)"),
+                "ms",
+                super::scale(plain, 1e-3),
+            )
+            .floor("the same calls direct, p99", direct.p99 / 1e3),
+        );
+        rows.push(
+            Row::latency(
+                s,
+                format!("{what}: leak check on ({frames} calls)"),
+                "ms",
+                super::scale(checked, 1e-3),
+            )
+            .floor("plain passthrough, p99", plain.p99 / 1e3)
+            .note(format!(
+                "a credentialed connector, every answer scanned and passed; added p50 {:.3} ms, p50 ratio checked/plain {:.2}",
+                (checked.p50 - plain.p50) / 1e3,
+                checked.p50 / plain.p50
+            )),
+        );
     };
-    rows.push(
-        Row::latency(
-            s,
-            "added by the leak check (checked minus plain, per percentile)",
-            "ms",
-            added,
-        )
-        .note(format!(
-            "p50 ratio checked/plain {:.2}",
-            checked.p50 / plain.p50
-        )),
+    pair("512 KiB of x, run 1", plain, checked, rows);
+    pair("512 KiB of x, run 2", plain_again, checked_again, rows);
+    pair(
+        "512 KiB with a \\\" every 15 bytes",
+        plain_escaped,
+        checked_escaped,
+        rows,
     );
 }
