@@ -324,3 +324,27 @@ fn a_secret_under_the_minimum_is_not_checked_and_both_the_cli_and_the_relay_say_
     assert!(stderr.contains("not checked"), "{stderr}");
     assert!(leaks(&env).is_empty());
 }
+
+/// Fail closed: arguments too large to be sent to the daemon cannot be checked for another
+/// connector's secret, so while one is known such a call is refused and journaled (no
+/// `secret_of`: nothing was found, nothing could be looked at).
+#[test]
+fn arguments_too_large_to_check_are_refused_while_another_connectors_secret_is_known() {
+    let (env, _ss) = setup();
+    register_fixture(&env, "fx", &canary());
+    let mut r = env.relay_fixture("other", "fixture_raw");
+    r.handshake();
+    let big = "a".repeat(1024 * 1024 + 1);
+    r.send(&call("1", "echo", &format!(r#"{{"text":"{big}"}}"#)));
+    let v = r.recv_json();
+    assert!(is_refusal(&v), "{}", &v.to_string()[..200]);
+    assert_eq!(r.forwarded_calls(), 0);
+    r.finish();
+    let rows = leaks(&env);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let d = detail(&rows[0]);
+    assert_eq!(d["direction"], "arguments");
+    assert!(d["secret_of"].is_null(), "{d}");
+    let reason = rows[0]["reason"].as_str().unwrap();
+    assert!(reason.contains("too large to check"), "{reason}");
+}
