@@ -37,6 +37,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 mod holdmap_ports;
+mod leak;
 
 // ---------------------------------------------------------------------------------------------
 // Sizes of the run (each divided by `QUICK_DIVISOR` with --quick, for trying the harness out)
@@ -1726,7 +1727,7 @@ fn main() {
     let mut rustc = String::new();
     let mut args = std::env::args().skip(1);
     let mut bench_mode = false;
-    // `--only listing`, `verify` or `start`: that group alone (with the floors), to try it; the full run
+    // `--only listing`, `leak`, `verify` or `start`: that group alone (with the floors), to try it; the full run
     // is what docs/benchmarks.md quotes.
     let mut only: Option<String> = None;
     while let Some(a) = args.next() {
@@ -1779,6 +1780,8 @@ fn main() {
         verify(&b, &mut rows);
     } else if only.as_deref() == Some("start") {
         daemon_start(&b, &mut rows);
+    } else if only.as_deref() == Some("leak") {
+        leak::leak_check(&b, &mut rows);
     } else {
         journal_append(&b, &f, &mut rows);
         policy_eval(&b, &mut rows);
@@ -1786,6 +1789,7 @@ fn main() {
         decisions(&b, &f, &mut rows);
         end_to_end(&b, &mut rows);
         listing(&b, &mut rows);
+        leak::leak_check(&b, &mut rows);
         daemon_start(&b, &mut rows);
         verify(&b, &mut rows);
         holdmap_ports::list_ports(&b, &mut rows);

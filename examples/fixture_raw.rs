@@ -9,6 +9,9 @@
 //! - `tools/call` `echo {text}`: the text back, or with `params.task` a `CreateTaskResult` for
 //!   task `task-1`, whose `tasks/get` says completed and whose `tasks/result` is the text back;
 //! - `tools/call` `garbage`: first a line that is not JSON, then a normal answer;
+//! - `tools/call` `leak {env, as, prefix}`: the environment variable `env` with `prefix` before
+//!   it, spelled `as` says (`plain`, `base64`, `base64url`, `hex`, `HEX`, `split` into two JSON
+//!   strings, `notify` in a notification before a clean answer), for the secret-leak tests;
 //! - a batch: one array line answering each element that has an `id`.
 //!
 //! Usage: `fixture_raw --record FILE`. Every line read is appended to `FILE` and every line
@@ -54,6 +57,71 @@ fn echo_result(params: &Value) -> Value {
     json!({"content": [{"type": "text", "text": format!("Echo: {text}")}], "isError": false})
 }
 
+fn base64(data: &[u8], alphabet: &[u8; 64]) -> String {
+    let mut out = String::new();
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(alphabet[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// `leak`: an environment variable (the injected secret) sent back as `as` says.
+fn leak(params: &Value, out: &mut Out) -> Value {
+    let arg = |k: &str| {
+        params
+            .pointer(&format!("/arguments/{k}"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let value = format!(
+        "{}{}",
+        arg("prefix"),
+        std::env::var(arg("env")).unwrap_or_default()
+    );
+    let text =
+        |t: String| json!({"result": {"content": [{"type": "text", "text": t}], "isError": false}});
+    match arg("as").as_str() {
+        "base64" => text(base64(
+            value.as_bytes(),
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
+        )),
+        "base64url" => text(
+            base64(
+                value.as_bytes(),
+                b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_",
+            )
+            .trim_end_matches('=')
+            .to_string(),
+        ),
+        "hex" => text(value.bytes().map(|b| format!("{b:02x}")).collect()),
+        "HEX" => text(value.bytes().map(|b| format!("{b:02X}")).collect()),
+        "split" => {
+            let (a, b) = value.split_at(value.len() / 2);
+            json!({"result": {"content": [{"type": "text", "text": a}, {"type": "text", "text": b}], "isError": false}})
+        }
+        "notify" => {
+            let note = json!({"jsonrpc": "2.0", "method": "notifications/message",
+                "params": {"level": "info", "data": value}});
+            out.line(&serde_json::to_vec(&note).unwrap());
+            text("clean".into())
+        }
+        _ => text(value),
+    }
+}
+
 /// The result of one request, or its error.
 fn answer(method: &str, params: &Value, out: &mut Out, task_params: &mut Option<Value>) -> Value {
     match method {
@@ -65,13 +133,15 @@ fn answer(method: &str, params: &Value, out: &mut Out, task_params: &mut Option<
         "ping" => json!({"result": {}}),
         "tools/list" => json!({"result": {"tools": [
             {"name": "echo", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}},
-            {"name": "garbage", "inputSchema": {"type": "object"}}
+            {"name": "garbage", "inputSchema": {"type": "object"}},
+            {"name": "leak", "inputSchema": {"type": "object"}}
         ]}}),
         "tools/call" => match params.get("name").and_then(Value::as_str) {
             Some("garbage") => {
                 out.line(b"this is not JSON {\"jsonrpc\":");
                 json!({"result": {"content": [{"type": "text", "text": "after the garbage"}], "isError": false}})
             }
+            Some("leak") => leak(params, out),
             Some("echo") if params.get("task").is_some() => {
                 *task_params = Some(params.clone());
                 json!({"result": {"task": {

@@ -31,6 +31,10 @@ pub(crate) struct Launch {
     /// The values of `PINNED_ENV` variables when `connector set` ran: they decide which code
     /// runs (PATH, HOME…), so the relay's values never replace them.
     pub pinned_env: Vec<(String, String)>,
+    /// The keyed fingerprints of the secret's encoded forms, for the relay's leak check
+    /// (`crate::leak`); `None` when the secret is under `limits::LEAK_SECRET_BYTES_MIN`.
+    #[serde(default)]
+    pub leak: Option<crate::leak::Fingerprints>,
 }
 
 impl std::fmt::Debug for Launch {
@@ -42,6 +46,7 @@ impl std::fmt::Debug for Launch {
             .field("pass_env", &self.pass_env)
             .field("cwd", &self.cwd)
             .field("pinned_env", &self.pinned_env)
+            .field("leak", &self.leak)
             .finish()
     }
 }
@@ -453,6 +458,7 @@ mod tests {
                 ("PATH".into(), "/usr/bin".into()),
                 ("HOME".into(), "/home/u".into()),
             ],
+            leak: None,
         }
     }
 

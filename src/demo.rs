@@ -330,7 +330,13 @@ fn call_tool(params: &Value) -> Value {
         },
         "big" => {
             let kib = i("kib").unwrap_or(1).clamp(0, 64 * 1024);
-            text("x".repeat(usize::try_from(kib).unwrap_or(1) * 1024), false)
+            let bytes = usize::try_from(kib).unwrap_or(1) * 1024;
+            // `fill` (unlisted, for tools/bench): the text repeated instead of `x`, so an answer
+            // can carry JSON escapes throughout.
+            match s("fill").filter(|f| !f.is_empty()) {
+                Some(fill) => text(fill.repeat(bytes / fill.len().max(1)), false),
+                None => text("x".repeat(bytes), false),
+            }
         }
         "delete_file" => text(
             format!(

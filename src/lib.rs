@@ -28,6 +28,7 @@
 //! - `approval`: calls held for a person: the registry and the binding of a word to a call.
 //! - `agents`: whether a peer is this build, enrolled client programs, who launched a relay.
 //! - `connector`: registered connectors: their rules, the launch a relay is handed.
+//! - `leak`: the secret-leak check: a secret's encoded forms as keyed fingerprints, the scanner.
 //! - `vault`: the OS credential store (Secret Service, Keychain) for connectors' secrets.
 //! - `config`: the home, its private directories, the socket and lock paths, `config.toml`.
 //! - `projection`: journal entries read as calls, sessions and gaps (`log`, the console). No I/O.
@@ -67,6 +68,7 @@ pub mod holdmap;
 pub mod ids;
 mod ipc;
 pub mod journal;
+mod leak;
 pub mod limits;
 mod mcp;
 mod os;

@@ -218,6 +218,27 @@ pub(crate) const STORE_REQUEST_TIMEOUT: Duration = Duration::from_secs(25);
 /// room for a certificate or a JSON credential on one line.
 pub(crate) const SECRET_BYTES_MAX: usize = 32 * 1024;
 
+/// Shortest connector secret (bytes) the secret-leak check looks for (`leak`). A shorter
+/// secret is still injected, but its answers are not checked: a string this short turns up in
+/// ordinary text by chance, so the check would withhold answers that never held it, and its
+/// fingerprint is cheap to guess back from the relay's memory. `holdcall connector set` says so
+/// when it stores one, and the relay says so on stderr at every session start.
+pub const LEAK_SECRET_BYTES_MIN: usize = 12;
+
+/// Bytes in the rolling window the leak scanner hashes at every position of a line: the first
+/// this many bytes of each encoded form are its cheap first test. No form is shorter than the
+/// secret itself, so the window fits every form.
+pub(crate) const LEAK_WINDOW_BYTES: usize = 12;
+
+/// How many times the scanner decodes JSON escapes inside escapes (a JSON text inside a JSON
+/// string, inside another): each pass is scanned again. Past it, deeper nesting is not looked
+/// into (docs/security.md says so).
+pub(crate) const LEAK_UNESCAPE_PASSES_MAX: usize = 3;
+
+const _: () = assert!(LEAK_WINDOW_BYTES <= LEAK_SECRET_BYTES_MIN);
+const _: () = assert!(LEAK_WINDOW_BYTES > 0 && LEAK_WINDOW_BYTES < 64);
+const _: () = assert!(LEAK_SECRET_BYTES_MIN <= SECRET_BYTES_MAX);
+
 /// Longest environment variable name a connector may use for its secret or pass through (bytes).
 pub(crate) const ENV_KEY_BYTES_MAX: usize = 128;
 

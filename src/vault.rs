@@ -48,6 +48,13 @@ impl Secret {
     }
 }
 
+/// The value is zeroed when the last holder drops it, so a freed buffer does not keep it.
+impl Drop for Secret {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.0);
+    }
+}
+
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Secret(<redacted>)")

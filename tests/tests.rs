@@ -36,6 +36,7 @@ mod init;
 mod integrity;
 mod journal_tamper;
 mod layering;
+mod leak;
 mod minimal_env;
 mod other_home;
 mod pins;

@@ -106,6 +106,7 @@ fn connector_set(
         .manage();
     req.secret = read_secret()?;
     connector::validate_secret(req.secret.expose())?;
+    let short = req.secret.len() < limits::LEAK_SECRET_BYTES_MIN;
     let resp = rt.block_on(async {
         match conn
             .call(
@@ -118,6 +119,12 @@ fn connector_set(
             other => Ok(other),
         }
     })?;
+    if short {
+        eprintln!(
+            "holdcall: warning: the secret is under {} bytes, so answers are not checked for it              (a string this short turns up in ordinary text by chance); see docs/security.md",
+            limits::LEAK_SECRET_BYTES_MIN
+        );
+    }
     connector_changed(resp)
 }
 

@@ -28,6 +28,9 @@ pub(crate) struct AskedCall {
     pub(crate) arguments_omitted: bool,
     /// The call this one retries (2026-07-28 `inputResponses`), as the relay saw it.
     pub(crate) retry_of: Option<i64>,
+    /// Why the call is refused whatever the rules say: its arguments carry another connector's
+    /// secret (`daemon::leak`), already journaled as `secret.leak`.
+    pub(crate) leaked: Option<String>,
 }
 
 /// The decision on one call once the budgets have had their say.
@@ -50,6 +53,7 @@ pub(crate) async fn call_request(
     let (session_id, seq) = (call.session_id.clone(), call.seq);
     let (tool, args_digest) = (call.tool.clone(), call.args_digest.clone());
     let retry_of = call.retry_of;
+    let leaked = call.leaked.clone();
     let (connector, agent) = match admit(state, owned, &session_id, seq) {
         Ok(x) => x,
         Err(why) => return violation(why),
@@ -82,7 +86,15 @@ pub(crate) async fn call_request(
             connector: &connector,
             tool: &tool,
         };
-        let v = match rule(state, &now, &session_id, seq, &asked, retry_of, ctx) {
+        let v = match rule(
+            state,
+            &now,
+            &session_id,
+            seq,
+            &asked,
+            (retry_of, leaked.as_deref()),
+            ctx,
+        ) {
             Ok((v, read)) => {
                 ctx = read;
                 v
@@ -175,7 +187,7 @@ fn rule(
     session_id: &str,
     seq: i64,
     asked: &CallRequest,
-    retry_of: Option<i64>,
+    (retry_of, leaked): (Option<i64>, Option<&str>),
     ctx: CallContext,
 ) -> Result<(Ruling, CallContext), String> {
     let Ok(mut sessions) = state.sessions.lock() else {
@@ -192,6 +204,20 @@ fn rule(
             word: "undecided".into(),
             policy_id: None,
             reason: why.clone(),
+            charged: false,
+        };
+        return Ok((v, ctx));
+    }
+    // Another connector's secret in the arguments: refused before any rule is asked, so no
+    // allow (and no charge) can follow.
+    if let Some(why) = leaked {
+        s.counters.note_decided();
+        s.counters.note_refused();
+        let v = Ruling {
+            verdict: Verdict::Deny,
+            word: "deny".into(),
+            policy_id: None,
+            reason: why.to_string(),
             charged: false,
         };
         return Ok((v, ctx));

@@ -136,6 +136,7 @@ pub(crate) async fn session(
                 arguments,
                 arguments_omitted,
                 retry_of,
+                leaked: None,
             };
             asked_call(state, conn, owned, call).await
         }
@@ -172,6 +173,22 @@ pub(crate) async fn session(
                     anomaly: Some(anomaly),
                     ..Fields::default()
                 },
+            )
+            .await
+        }
+        SessionRequest::SecretLeak {
+            session_id,
+            seq,
+            encoding,
+            view,
+            withheld,
+        } => {
+            crate::daemon::leak::result_leak(
+                state,
+                owned,
+                session_id,
+                seq,
+                (encoding, view, withheld),
             )
             .await
         }
@@ -214,12 +231,63 @@ async fn asked_call(
     {
         return violation("the arguments sent do not match their digest");
     }
+    let mut call = call;
+    if let Some(leak) = arguments_leak(state, owned, &call) {
+        // The refusal's reason is journaled first; a journal that cannot take it decides nothing.
+        let connector = session_connector(state, &call.session_id).unwrap_or_default();
+        if let Err(e) = crate::daemon::leak::record_arguments_leak(
+            state,
+            &call.session_id,
+            call.seq,
+            (&connector, &call.tool),
+            &leak,
+        )
+        .await
+        {
+            return Next::Reply(SessionResponse::Decision {
+                session_id: call.session_id,
+                seq: call.seq,
+                decision: crate::ipc::Verdict::Undecided,
+                policy_id: None,
+                reason: format!("the call could not be recorded: {e}"),
+                hold: None,
+            });
+        }
+        call.leaked = Some(leak.reason);
+    }
     let ctx = CallContext::from_call(
         call.arguments.as_deref(),
         call.arguments_omitted,
         state.clock(),
     );
     call_request(state, conn, owned, call, ctx).await
+}
+
+/// Another connector's secret in a call of a session this connection opened.
+fn arguments_leak(
+    state: &Shared,
+    owned: &HashSet<String>,
+    call: &AskedCall,
+) -> Option<crate::daemon::leak::ArgumentsLeak> {
+    if !owned.contains(&call.session_id) {
+        return None;
+    }
+    let connector = session_connector(state, &call.session_id)?;
+    crate::daemon::leak::in_arguments(
+        state,
+        &connector,
+        call.arguments.as_deref(),
+        call.arguments_omitted,
+    )
+}
+
+fn session_connector(state: &Shared, session_id: &str) -> Option<String> {
+    state
+        .sessions
+        .lock()
+        .ok()?
+        .get(session_id)
+        .map(|s| s.connector.clone())
 }
 
 /// `session.end`: the session's held calls are rejected (their words pushed before this

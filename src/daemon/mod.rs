@@ -79,6 +79,7 @@ mod decide;
 mod dispatch;
 mod hold;
 mod in_force;
+mod leak;
 mod manage;
 mod pins;
 mod session;
@@ -182,6 +183,9 @@ struct Shared {
     /// Serialises connector changes and credentialed session starts, so a session never pairs
     /// one registration's key with another's secret.
     connectors: tokio::sync::Mutex<()>,
+    /// The scanner of each connector's secret read this run, by connector (`daemon::leak`): the
+    /// arguments of every call to another connector are checked against it. Never a secret.
+    leaks: Mutex<HashMap<String, Arc<crate::leak::Matcher>>>,
     /// The tool pins in force (a cache of `tool_pins`, replaced per connector after each write).
     pins: RwLock<pins::Pins>,
     /// The settings in force (the drift guard, hide-denied per connector).
@@ -313,6 +317,7 @@ pub(crate) async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
         approval_timeout: config.approval.timeout,
         vault: Arc::new(Keyring::for_home(home.dir())),
         connectors: tokio::sync::Mutex::new(()),
+        leaks: Mutex::new(HashMap::new()),
         pins: RwLock::new(pins::pins_by_connector(pin_rows)),
         settings: RwLock::new(settings),
         serves,

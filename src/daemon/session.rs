@@ -214,7 +214,9 @@ pub(crate) async fn launch_for(
             crate::connector::validate_secret(secret.expose()).map_err(|e| {
                 format!("connector {connector}'s secret in {where_} is not usable: {e}")
             })?;
+            let leak = crate::daemon::leak::fingerprints_for(state, connector, &secret);
             Ok(Some(crate::connector::Launch {
+                leak,
                 command: row.command,
                 env_key: row.env_key,
                 secret,

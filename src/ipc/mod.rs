@@ -31,7 +31,7 @@ pub(crate) use lock::{
 };
 pub(crate) use manage::{HeldCall, ListedAgent, ListedPolicy, ManageRequest, ManageResponse};
 pub(crate) use session::{
-    HoldTicket, Release, SessionEnded, SessionRequest, SessionResponse, Verdict,
+    HoldTicket, LeakWithheld, Release, SessionEnded, SessionRequest, SessionResponse, Verdict,
 };
 
 /// One of the daemon's answers (to a request, or pushed unasked) as one socket line; None if it

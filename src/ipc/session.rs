@@ -45,6 +45,17 @@ pub(crate) enum SessionRequest {
     },
     #[serde(rename = "anomaly")]
     Anomaly { session_id: String, anomaly: String },
+    /// A server line carried the secret Holdcall injected into the server, in the encoding
+    /// and view named (never the secret or the line), and was withheld from the client.
+    #[serde(rename = "secret.leak")]
+    SecretLeak {
+        session_id: String,
+        /// The call whose answer it was, when it was one.
+        seq: Option<i64>,
+        encoding: crate::leak::Encoding,
+        view: crate::leak::View,
+        withheld: LeakWithheld,
+    },
     /// The tools one `tools/list` answer of the session's server defined, read from its bytes
     /// (`mcp::tools`). The daemon pins them and answers which to hide (`tools.seen`).
     #[serde(rename = "tools.listed")]
@@ -76,9 +87,35 @@ impl SessionRequest {
         "call.request",
         "call.outcome",
         "anomaly",
+        "secret.leak",
         "tools.listed",
         "session.end",
     ];
+}
+
+/// What the relay withheld from the client because it carried the injected secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum LeakWithheld {
+    /// An answer to a request of the client's: replaced by an error for the same id.
+    Answer,
+    /// A notification: dropped.
+    Notification,
+    /// A request of the server's (sampling, elicitation…): dropped, so never answered.
+    Request,
+    /// A line that is not one JSON-RPC object (a batch, not JSON): dropped.
+    Line,
+}
+
+impl LeakWithheld {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            LeakWithheld::Answer => "answer",
+            LeakWithheld::Notification => "notification",
+            LeakWithheld::Request => "request",
+            LeakWithheld::Line => "line",
+        }
+    }
 }
 
 /// Why a relay ended its session: each is an ordinary end, unlike a connection that closes

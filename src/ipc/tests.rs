@@ -21,6 +21,7 @@ fn a_launch_travels_whole_but_no_debug_of_a_message_shows_its_secret() {
         pass_env: vec![],
         cwd: "/".into(),
         pinned_env: vec![],
+        leak: None,
     };
     let r = SessionResponse::SessionOpened {
         launch: Some(launch),
@@ -91,6 +92,8 @@ enum Request {
     K2,
     #[serde(rename = "anomaly")]
     K3,
+    #[serde(rename = "secret.leak")]
+    K3a,
     #[serde(rename = "tools.listed")]
     K3b,
     #[serde(rename = "session.end")]

@@ -42,12 +42,15 @@ pub enum Kind {
     ToolsHidden,
     /// A setting changed (the drift guard, a connector's hide-denied).
     SettingChange,
+    /// A connector's secret found where it must not go: in a server's line to the client
+    /// (withheld) or in a call's arguments to another connector (refused). Never the secret.
+    SecretLeak,
 }
 
 impl Kind {
     /// Every kind, in documentation order. (Only the tests read the list or parse a kind back.)
     #[cfg(test)]
-    pub(crate) const ALL: [Kind; 15] = [
+    pub(crate) const ALL: [Kind; 16] = [
         Kind::SessionStart,
         Kind::CallRequest,
         Kind::CallOutcome,
@@ -63,6 +66,7 @@ impl Kind {
         Kind::ToolDrift,
         Kind::ToolsHidden,
         Kind::SettingChange,
+        Kind::SecretLeak,
     ];
 
     pub(crate) fn as_str(self) -> &'static str {
@@ -78,6 +82,7 @@ impl Kind {
             Kind::CallApproval => "call.approval",
             Kind::AgentChange => "agent.change",
             Kind::ConnectorChange => "connector.change",
+            Kind::SecretLeak => "secret.leak",
             Kind::ToolPin => "tool.pin",
             Kind::ToolDrift => "tool.drift",
             Kind::ToolsHidden => "tools.hidden",

@@ -9,7 +9,8 @@
 //! Files, one job each: `client` (the client pump: client lines in, decisions asked, refusals
 //! written), `server` (the server child and the pump that relays its lines), `link` (the daemon
 //! link: asking, reading, a lost or silent daemon), `held` (held calls waiting for the
-//! daemon's final word), `in_flight` (forwarded calls awaiting answers, retry states). This
+//! daemon's final word), `in_flight` (forwarded calls awaiting answers, retry states), `leak`
+//! (the screen that keeps an injected secret from reaching the client). This
 //! file starts them in order (`serve`) and owns the one stdout writer.
 
 #![deny(clippy::print_stdout)]
@@ -18,6 +19,7 @@ pub mod classify;
 mod client;
 mod held;
 mod in_flight;
+mod leak;
 mod link;
 mod listing;
 mod refusal;
@@ -136,6 +138,7 @@ pub(crate) async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayEr
     let session_id = new_session_id();
     let link = connect(&home, &session_id).await;
     let launch = open_session(&home, &link, &opts, &session_id).await?;
+    let screen = leak::Screen::for_launch(launch.as_ref(), &opts.connector, &link, &session_id)?;
     let (mut child, child_in, child_out) = server::start(launch, &opts)?;
 
     let dialect = Arc::new(Mutex::new(Negotiation::default()));
@@ -151,6 +154,7 @@ pub(crate) async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayEr
         Arc::clone(&retries),
         link.clone(),
         session_id.clone(),
+        screen,
         Arc::clone(&listings),
     );
 
@@ -327,12 +331,13 @@ fn spawn_server_pump(
     retries: Retries,
     link: Link,
     session_id: String,
+    screen: leak::Screen,
     listings: listing::Listings,
 ) -> (JoinHandle<()>, oneshot::Receiver<()>) {
     let (server_done_tx, server_done) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         server::pump_server(
-            child_out, out_tx, dialect, in_flight, retries, link, session_id, listings,
+            child_out, out_tx, dialect, in_flight, retries, link, session_id, screen, listings,
         )
         .await;
         let _ = server_done_tx.send(());

@@ -101,8 +101,9 @@ fn credentialed_command(l: &crate::connector::Launch) -> Result<Command, RelayEr
     Ok(cmd)
 }
 
-/// Relays every server line to the client unchanged, watching answers for the negotiated
-/// protocol version and for the outcome of calls in flight.
+/// Relays every server line to the client unchanged (but one carrying the injected secret, and
+/// a `tools/list` answer hide-denied trims), watching answers for the negotiated protocol
+/// version and for the outcome of calls in flight.
 // Each pump owns its share of the session; a struct of them would only rename the list.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn pump_server(
@@ -113,12 +114,19 @@ pub(super) async fn pump_server(
     retries: Retries,
     link: Link,
     session_id: String,
+    screen: super::leak::Screen,
     listings: super::listing::Listings,
 ) {
     let mut r = BufReader::with_capacity(64 * 1024, child_out);
     loop {
         match read_line_capped(&mut r, limits::FRAME_BYTES_MAX).await {
             Ok(LineRead::Line(line)) => {
+                // The injected secret never reaches the client (relay::leak): a line carrying it
+                // is relayed as an error for its id, or not at all. First of all, so that nothing
+                // after (the listing's pins among them) ever reads a line that carries it.
+                let Some(line) = screen.screen(line, &in_flight) else {
+                    continue;
+                };
                 let msg = envelope::inspect_server_line(&line);
                 if let Ok(mut d) = dialect.lock() {
                     d.on_server(&msg);

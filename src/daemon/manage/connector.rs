@@ -36,6 +36,8 @@ pub(crate) async fn connector_set(state: &Shared, req: crate::connector::SetRequ
     let Ok(secret_id) = crate::ids::random_hex(8) else {
         return error("no random id could be drawn for the secret's store entry");
     };
+    // Known from now on to the check of other connectors' arguments (`daemon::leak`).
+    let _ = crate::daemon::leak::fingerprints_for(state, &req.name, &req.secret);
     let crate::connector::SetRequest {
         name,
         env_key,
@@ -180,6 +182,7 @@ pub(crate) async fn connector_remove(state: &Shared, name: String) -> ManageNext
     if let Err(e) = vault::run_blocking(&state.vault, move |s| s.delete(&account)).await {
         return error(format!("{e}; nothing was removed"));
     }
+    crate::daemon::leak::forget(state, &name);
     let summary = format!("connector {name} removed; its secret was deleted");
     let fields = Fields {
         connector: Some(name.clone()),
