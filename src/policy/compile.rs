@@ -10,7 +10,10 @@ use cedar_policy::{
     Validator,
 };
 
-use crate::policy::conditions::{argument_guards_as_true, reads_arguments, unguarded_argument};
+use crate::policy::conditions::{
+    argument_guards_as_true, argument_guards_as_true_in, est_of, reads_arguments,
+    reads_arguments_in, unguarded_argument_in,
+};
 use crate::policy::diff::set_text;
 use crate::policy::error::PolicyError;
 use crate::policy::index::Index;
@@ -439,18 +442,23 @@ pub(crate) fn validation_problems(
 /// on its copy with argument tests taken as true) sends that policy to the exact check.
 fn needs_validating_alone(
     validator: &Validator,
-    policies: &[(&str, &Policy)],
+    policies: &[(&str, &Policy, Option<&serde_json::Value>)],
 ) -> Option<std::collections::HashSet<String>> {
     /// Marks the copy of a policy whose argument tests are taken as true (no stored id holds it:
     /// ids are checked names without control characters).
     const COPY: &str = "\u{0}args-as-true";
     let mut set = cedar_policy::PolicySet::new();
     let mut flagged: std::collections::HashSet<String> = std::collections::HashSet::new();
-    for (id, p) in policies {
+    for (id, p, est) in policies {
         set.add((*p).clone()).ok()?;
-        if reads_arguments(p) {
+        // No JSON form: nothing can be said of its arguments here; the exact check decides.
+        let Some(est) = est else {
+            flagged.insert((*id).to_string());
+            continue;
+        };
+        if reads_arguments_in(est) {
             let copy_id = format!("{id}{COPY}");
-            match argument_guards_as_true(&copy_id, p) {
+            match argument_guards_as_true_in(&copy_id, (*est).clone()) {
                 Some(copy) => set.add(copy).ok()?,
                 None => {
                     flagged.insert((*id).to_string());
@@ -485,26 +493,28 @@ fn compile_one(
     validator: &Validator,
     id: &str,
     text: &str,
-    parsed: Option<(Policy, bool)>,
+    parsed: Option<(Policy, bool, Option<serde_json::Value>)>,
 ) -> Result<Checked, PolicyError> {
-    let (policy, effect, cleared) = match parsed {
-        Some((p, cleared)) => {
+    let (policy, effect, cleared, est) = match parsed {
+        Some((p, cleared, est)) => {
             let (p, e) = check_parsed(id, text, p)?;
-            (p, e, cleared)
+            (p, e, cleared, est)
         }
         None => {
             let (p, e) = check_one(id, text)?;
-            (p, e, false)
+            (p, e, false, None)
         }
     };
     if !cleared {
         validate_one(validator, id, &policy)?;
     }
+    // Read once: every question below is asked of it (see `conditions::est_of`).
+    let est = est.or_else(|| est_of(&policy));
     let scope = read_scope(id, &policy)?;
     // A permit that errors is skipped, which only takes an allow away; a forbid that errors
     // would fail open in Cedar, so its argument reads must be guarded.
     if effect != Effect::Allow
-        && let Some(path) = unguarded_argument(&policy)
+        && let Some(path) = est.as_ref().and_then(unguarded_argument_in)
     {
         return Err(PolicyError::UnguardedArgument {
             id: id.to_string(),
@@ -512,7 +522,7 @@ fn compile_one(
         });
     }
     Ok(Checked {
-        reads_arguments: reads_arguments(&policy),
+        reads_arguments: est.as_ref().is_some_and(reads_arguments_in),
         effect,
         specificity: specificity_of_scope(&scope),
         scope,
@@ -572,16 +582,19 @@ impl PolicySet {
             .zip(&sorted)
             .map(|(p, stored)| p.new_id(PolicyId::new(&stored.id)))
             .collect();
-        let named: Vec<(&str, &Policy)> = sorted
+        let ests: Vec<Option<serde_json::Value>> = together.iter().map(est_of).collect();
+        let named: Vec<(&str, &Policy, Option<&serde_json::Value>)> = sorted
             .iter()
             .map(|p| p.id.as_str())
             .zip(&together)
+            .zip(&ests)
+            .map(|((id, p), est)| (id, p, est.as_ref()))
             .collect();
         let flagged = needs_validating_alone(&validator, &named);
-        let mut parsed = together.into_iter().map(|p| {
+        let mut parsed = together.into_iter().zip(ests).map(|(p, est)| {
             let id: &str = p.id().as_ref();
             let cleared = flagged.as_ref().is_some_and(|f| !f.contains(id));
-            (p, cleared)
+            (p, cleared, est)
         });
 
         let mut set = PolicySet::empty();

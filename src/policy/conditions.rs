@@ -7,10 +7,18 @@ use cedar_policy::{Policy, PolicyId};
 
 use crate::policy::compile::is_type;
 
+/// A policy's JSON form. Cedar makes it by parsing the policy's text again (one lexer per
+/// call), so a caller that asks several questions of one policy reads it once and asks the
+/// `_in` forms below.
+pub(super) fn est_of(policy: &Policy) -> Option<serde_json::Value> {
+    policy.to_json().ok()
+}
+
 fn est_bodies(policy: &Policy) -> Vec<serde_json::Value> {
-    let Ok(est) = policy.to_json() else {
-        return Vec::new();
-    };
+    est_of(policy).map(|e| bodies_in(&e)).unwrap_or_default()
+}
+
+fn bodies_in(est: &serde_json::Value) -> Vec<serde_json::Value> {
     est.get("conditions")
         .and_then(|c| c.as_array())
         .map(|cs| cs.iter().filter_map(|c| c.get("body").cloned()).collect())
@@ -50,6 +58,11 @@ fn is_args_path(p: &[String]) -> bool {
 
 /// Whether any condition reads `context.arguments` (by access or `has`).
 pub(super) fn reads_arguments(policy: &Policy) -> bool {
+    est_of(policy).is_some_and(|e| reads_arguments_in(&e))
+}
+
+/// [`reads_arguments`] of a policy whose JSON form is `est`.
+pub(super) fn reads_arguments_in(est: &serde_json::Value) -> bool {
     fn walk(e: &serde_json::Value) -> bool {
         for key in [".", "has"] {
             if let Some(node) = e.get(key)
@@ -65,7 +78,7 @@ pub(super) fn reads_arguments(policy: &Policy) -> bool {
             _ => false,
         }
     }
-    est_bodies(policy).iter().any(walk)
+    bodies_in(est).iter().any(walk)
 }
 
 /// Paths known present when `e` is true: its `has` tests, through `&&`.
@@ -135,8 +148,8 @@ fn unguarded(e: &serde_json::Value, guards: &HashSet<Vec<String>>) -> Option<Vec
 }
 
 /// The first unguarded argument access of a policy, as `arguments.x.y`.
-pub(super) fn unguarded_argument(policy: &Policy) -> Option<String> {
-    est_bodies(policy)
+pub(super) fn unguarded_argument_in(est: &serde_json::Value) -> Option<String> {
+    bodies_in(est)
         .iter()
         .find_map(|b| unguarded(b, &HashSet::new()))
         .map(|p| p.join("."))
@@ -144,6 +157,11 @@ pub(super) fn unguarded_argument(policy: &Policy) -> Option<String> {
 
 /// A copy of the policy whose `has` tests on arguments are the literal `true`: validation only.
 pub(super) fn argument_guards_as_true(id: &str, policy: &Policy) -> Option<Policy> {
+    argument_guards_as_true_in(id, est_of(policy)?)
+}
+
+/// [`argument_guards_as_true`] of a policy whose JSON form is `est`.
+pub(super) fn argument_guards_as_true_in(id: &str, mut est: serde_json::Value) -> Option<Policy> {
     fn rewrite(e: &mut serde_json::Value) {
         let is_args_has = e
             .get("has")
@@ -159,7 +177,6 @@ pub(super) fn argument_guards_as_true(id: &str, policy: &Policy) -> Option<Polic
             _ => {}
         }
     }
-    let mut est = policy.to_json().ok()?;
     if let Some(conds) = est.get_mut("conditions") {
         rewrite(conds);
     }
