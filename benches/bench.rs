@@ -74,6 +74,10 @@ const FRAME_BYTES: usize = 512 * 1024;
 const FRAMES: usize = 400;
 /// Relay starts timed per configuration.
 const RELAY_STARTS: usize = 40;
+/// Tools in the listing benchmark's `tools/list` answer.
+const LISTED_TOOLS: usize = 200;
+/// Listings timed per case, after one untimed (the first pins every tool).
+const LISTINGS: usize = 400;
 /// Entries in the journal `holdcall verify` walks.
 const VERIFY_ENTRIES: usize = 1_000_000;
 /// Entries per generator transaction.
@@ -1459,6 +1463,130 @@ fn end_to_end(b: &Bench, rows: &mut Vec<Row>) {
     }
 }
 
+/// Sequential requests of `method` (each answered by a listing of `LISTED_TOOLS`), each timed
+/// from writing the line to reading its answer (µs); the first, untimed, is returned apart.
+fn time_listings(p: &mut Peer, method: &str, listings: usize) -> (Stats, f64, usize) {
+    p.send(INITIALIZE);
+    p.recv();
+    let mut out = Vec::with_capacity(listings);
+    let mut first = f64::NAN;
+    let mut bytes = 0;
+    for i in 0..=listings {
+        let line = format!("{{\"jsonrpc\":\"2.0\",\"id\":\"l{i}\",\"method\":\"{method}\"}}\n");
+        let t0 = Instant::now();
+        p.send(line.as_bytes());
+        let answer = p.recv();
+        let took = ns(t0.elapsed());
+        assert!(
+            answer.windows(b"tool-200".len()).any(|w| w == b"tool-200")
+                || answer.windows(b"tool-199".len()).any(|w| w == b"tool-199"),
+            "not the listing: {}",
+            String::from_utf8_lossy(&answer[..answer.len().min(300)])
+        );
+        bytes = answer.len();
+        if i == 0 {
+            first = took as f64 / 1_000.0;
+        } else {
+            out.push(took);
+        }
+    }
+    (stats(&mut out, 1_000.0), first, bytes)
+}
+
+/// The cost of pinning a 200-tool `tools/list` (and of hide-denied), beside the same listing
+/// direct and the same bytes passed through unread (`prompts/list`) in the same run.
+fn listing(b: &Bench, rows: &mut Vec<Row>) {
+    eprintln!("bench: tools/list of {LISTED_TOOLS} tools");
+    let s = "tools/list of 200 tools (about 90 KiB), durability=process";
+    let home = b.home_with_daemon("listing", Durability::Process, &[]);
+    let listings = b.n(LISTINGS);
+    let n = LISTED_TOOLS.to_string();
+    let server = |home: &Path| {
+        let mut c = b.cmd(home, &["demo-server", "--extra-tools", &n]);
+        c.stdin(Stdio::piped());
+        c
+    };
+    let relay = |home: &Path, connector: &str| {
+        let mut c = b.cmd(
+            home,
+            &["serve", "--connector", connector, "--client", "bench", "--"],
+        );
+        c.arg(&b.holdcall)
+            .args(["demo-server", "--extra-tools", &n]);
+        c
+    };
+    let (mut p, _) = Peer::spawn(server(&home));
+    let (direct, _, bytes) = time_listings(&mut p, "tools/list", listings);
+    p.finish();
+    let (mut p, _) = Peer::spawn(relay(&home, "plain"));
+    let (passed, _, _) = time_listings(&mut p, "prompts/list", listings);
+    p.finish();
+    let (mut p, _) = Peer::spawn(relay(&home, "listed"));
+    let (pinned, first, _) = time_listings(&mut p, "tools/list", listings);
+    p.finish();
+    b.ok(
+        &home,
+        &["policy", "deny", "tool-200", "--connector", "hidden"],
+    );
+    b.ok(&home, &["connector", "hide-denied", "hidden", "on"]);
+    let (mut p, _) = Peer::spawn(relay(&home, "hidden"));
+    let (hidden, _, _) = time_listings(&mut p, "tools/list", listings);
+    p.finish();
+    b.stop(&home);
+    let ms = |x: Stats| scale(x, 1e-3);
+    rows.push(Row::latency(
+        s,
+        format!("direct to the server ({listings} listings, {bytes} bytes each)"),
+        "ms",
+        ms(direct),
+    ));
+    rows.push(
+        Row::latency(
+            s,
+            "through the relay, not a tools/list (prompts/list, the same bytes): plain passthrough",
+            "ms",
+            ms(passed),
+        )
+        .floor("the listing direct, p99", direct.p99 / 1e3),
+    );
+    rows.push(
+        Row::latency(
+            s,
+            "through the relay as tools/list: read, hashed, sent to the daemon (pins unchanged)",
+            "ms",
+            ms(pinned),
+        )
+        .floor("plain passthrough, p99", passed.p99 / 1e3)
+        .note(format!(
+            "the first listing, which pins all 200 (200 tool.pin entries in one commit): {:.2} ms",
+            first / 1e3
+        )),
+    );
+    rows.push(
+        Row::latency(
+            s,
+            "the same with hide-denied on (tool-200 denied: the listing re-serialised without it)",
+            "ms",
+            ms(hidden),
+        )
+        .floor("plain passthrough, p99", passed.p99 / 1e3),
+    );
+    let added = Stats {
+        n: listings,
+        p50: (pinned.p50 - passed.p50) / 1e3,
+        p95: (pinned.p95 - passed.p95) / 1e3,
+        p99: (pinned.p99 - passed.p99) / 1e3,
+        max: f64::NAN,
+        mean: (pinned.mean - passed.mean) / 1e3,
+    };
+    rows.push(Row::latency(
+        s,
+        "added by pinning (tools/list minus plain passthrough, per percentile)",
+        "ms",
+        added,
+    ));
+}
+
 fn scale(s: Stats, k: f64) -> Stats {
     Stats {
         n: s.n,
@@ -1542,9 +1670,13 @@ fn main() {
     let mut rustc = String::new();
     let mut args = std::env::args().skip(1);
     let mut bench_mode = false;
+    // `--only listing` or `--only verify`: that group alone (with the floors), to try it; the full run
+    // is what docs/benchmarks.md quotes.
+    let mut only: Option<String> = None;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--bench" => bench_mode = true,
+            "--only" => only = args.next(),
             "--quick" => quick = true,
             "--build-seconds" => build_seconds = args.next().and_then(|s| s.parse().ok()),
             "--command" => command = args.next().unwrap_or(command),
@@ -1585,13 +1717,20 @@ fn main() {
     let mut rows = Vec::new();
     let load_before = read("/proc/loadavg").trim().to_string();
     let f = floors(&b, &mut rows);
-    journal_append(&b, &f, &mut rows);
-    policy_eval(&b, &mut rows);
-    framing(&b, &mut rows);
-    decisions(&b, &f, &mut rows);
-    end_to_end(&b, &mut rows);
-    verify(&b, &mut rows);
-    holdmap_ports::list_ports(&b, &mut rows);
+    if only.as_deref() == Some("listing") {
+        listing(&b, &mut rows);
+    } else if only.as_deref() == Some("verify") {
+        verify(&b, &mut rows);
+    } else {
+        journal_append(&b, &f, &mut rows);
+        policy_eval(&b, &mut rows);
+        framing(&b, &mut rows);
+        decisions(&b, &f, &mut rows);
+        end_to_end(&b, &mut rows);
+        listing(&b, &mut rows);
+        verify(&b, &mut rows);
+        holdmap_ports::list_ports(&b, &mut rows);
+    }
     let run_seconds = started.elapsed().as_secs_f64();
     let load_after = read("/proc/loadavg").trim().to_string();
 

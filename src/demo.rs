@@ -203,7 +203,11 @@ fn tour_steps(t: &Tour) -> Result<(), String> {
 /// The demo MCP server: three tools, newline-delimited JSON-RPC on stdin/stdout. With
 /// `record`, every line received is appended to that file first, byte for byte.
 /// With `stubborn`, it ignores SIGTERM and stays after its input ends, so only SIGKILL stops it.
-pub(crate) fn serve_demo(record: Option<&Path>, stubborn: bool) -> std::io::Result<()> {
+pub(crate) fn serve_demo(
+    record: Option<&Path>,
+    stubborn: bool,
+    extra_tools: usize,
+) -> std::io::Result<()> {
     if stubborn {
         let mut term = nix::sys::signal::SigSet::empty();
         term.add(nix::sys::signal::Signal::SIGTERM);
@@ -253,6 +257,10 @@ pub(crate) fn serve_demo(record: Option<&Path>, stubborn: bool) -> std::io::Resu
                 "serverInfo": {"name": "holdcall-demo-server", "version": crate::VERSION}
             })),
             "ping" => Ok(json!({})),
+            "tools/list" if extra_tools > 0 => Ok(json!({ "tools": synthetic_tools(extra_tools) })),
+            "prompts/list" if extra_tools > 0 => {
+                Ok(json!({ "prompts": synthetic_tools(extra_tools) }))
+            }
             "tools/list" => Ok(json!({"tools": [
                 {"name": "echo", "description": "Says the text back.",
                  "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}},
@@ -281,6 +289,29 @@ pub(crate) fn serve_demo(record: Option<&Path>, stubborn: bool) -> std::io::Resu
         stdout.write_all(&out)?;
         stdout.flush()?;
     }
+}
+
+/// `n` tool definitions shaped like a real server's (a description, two parameters, one
+/// required, annotations), for the listing benchmark.
+fn synthetic_tools(n: usize) -> Vec<Value> {
+    (1..=n)
+        .map(|i| {
+            json!({
+                "name": format!("tool-{i}"),
+                "title": format!("Tool {i}"),
+                "description": format!("Does task {i} on a file of the project: reads the path given, applies the change described and returns what changed, as text."),
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string", "description": "The file, relative to the project."},
+                        "change": {"type": "string", "description": "What to do, in words."}
+                    },
+                    "required": ["path"]
+                },
+                "annotations": {"readOnlyHint": false, "destructiveHint": i % 2 == 0}
+            })
+        })
+        .collect()
 }
 
 fn text(t: String, is_error: bool) -> Value {

@@ -31,6 +31,12 @@ pub(crate) const SOCKET_LINE_BYTES_MAX: usize = 2 * 1024 * 1024;
 /// Larger arguments are digested but not sent; the request says so.
 pub(crate) const ARGUMENTS_BYTES_MAX: usize = 1024 * 1024;
 
+/// Most bytes of canonical tool definitions one `tools/list` answer sends the daemon to pin.
+/// A listing past it is forwarded without being pinned (anomaly `listing_too_large`): its
+/// tools keep the pins they had, and a tool never pinned is `unknown` to the rules. Escaped
+/// inside the socket line, the definitions at most double.
+pub(crate) const TOOLS_LISTING_BYTES_MAX: usize = 768 * 1024;
+
 /// Longest tool name a rule may name or a call may carry (bytes of UTF-8).
 pub(crate) const TOOL_NAME_BYTES_MAX: usize = 256;
 
@@ -85,6 +91,7 @@ pub(crate) const SOCKET_PATH_BYTES_MAX: usize = 100;
 pub const LOG_DEFAULT_LIMIT: usize = 50;
 
 const _: () = assert!(ARGUMENTS_BYTES_MAX <= SOCKET_LINE_BYTES_MAX / 2);
+const _: () = assert!(TOOLS_LISTING_BYTES_MAX * 2 + 64 * 1024 < SOCKET_LINE_BYTES_MAX);
 const _: () = assert!(SOCKET_CHECK_INTERVAL.as_millis() * 3 <= DAEMON_START_TIMEOUT.as_millis());
 const _: () = assert!(ARGUMENTS_BYTES_MAX < FRAME_BYTES_MAX);
 const _: () = assert!(TOOL_NAME_BYTES_MAX < ARGUMENTS_BYTES_MAX);
@@ -259,6 +266,12 @@ pub(crate) const CONSOLE_SESSIONS_MAX: usize = 200;
 /// How long the console waits for the daemon's answer to one read request (held calls,
 /// explain, agents). The page asks again on its next poll.
 pub(crate) const CONSOLE_DAEMON_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Entries `holdcall verify` hands a hashing thread at once, and how many such batches may
+/// wait: enough to keep the hashers busy while the walk reads, bounded so that a long journal is
+/// never all in memory (about 4096 × 2 × 1 KiB per typical entry).
+pub(crate) const VERIFY_BATCH: usize = 4096;
+pub(crate) const VERIFY_BATCHES_IN_FLIGHT: usize = 2;
 
 /// Longest the console reuses one check of the whole chain (`Reader::verify`, which reads every
 /// entry) before running it again when the page asks. The page polls every 1.5 s; checking the

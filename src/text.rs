@@ -170,6 +170,82 @@ pub(crate) fn decode_non_ascii_escapes(text: &str) -> Option<String> {
     decoded_any.then_some(out)
 }
 
+/// Scripts that join their letters, where U+200C (zero width non-joiner) is ordinary spelling
+/// (Persian, Urdu, Kurdish; the Brahmic scripts): Arabic and its supplements and presentation
+/// forms, Syriac, and Devanagari through Malayalam.
+const JOINING: &[(u32, u32)] = &[
+    (0x0600, 0x06FF),
+    (0x0700, 0x074F),
+    (0x0750, 0x077F),
+    (0x08A0, 0x08FF),
+    (0x0900, 0x0D7F),
+    (0xFB50, 0xFDFF),
+    (0xFE70, 0xFEFF),
+];
+
+/// A pictograph or symbol a zero width joiner or a variation selector ordinarily follows in an
+/// emoji sequence (the symbol blocks from U+2000, the supplementary pictographs).
+fn emoji_like(c: char) -> bool {
+    matches!(c as u32, 0x2000..=0x2BFF | 0x1F000..=0x1FAFF)
+        || (0x1F3FB..=0x1F3FF).contains(&(c as u32))
+}
+
+/// What is suspicious in a text another program wrote for a model to read (a tool's
+/// description): every character that draws nothing or reorders its neighbours, each named once
+/// as `U+XXXX (what it is)`, in order of first appearance. Context matters, so ordinary writing
+/// is not flagged: line breaks and tabs; a zero width joiner between two pictographs and a
+/// variation selector after one (emoji sequences); a flag's tag sequence (U+1F3F4, tags,
+/// U+E007F); a zero width non-joiner between two letters of a joining script (Persian
+/// `می‌خواهم`). An escape character that starts an ANSI sequence is named as one.
+pub(crate) fn lint(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out: Vec<String> = Vec::new();
+    let mut note = |c: char, what: &str| {
+        let line = format!("U+{:04X} ({what})", c as u32);
+        if !out.contains(&line) {
+            out.push(line);
+        }
+    };
+    let mut in_flag = false;
+    for (i, &c) in chars.iter().enumerate() {
+        let prev = i.checked_sub(1).and_then(|p| chars.get(p)).copied();
+        let next = chars.get(i + 1).copied();
+        let n = c as u32;
+        if c == '\u{1F3F4}' {
+            in_flag = true;
+            continue;
+        }
+        let tag = (0xE0020..=0xE007F).contains(&n);
+        if in_flag && tag {
+            if n == 0xE007F {
+                in_flag = false;
+            }
+            continue;
+        }
+        in_flag = false;
+        if matches!(c, '\n' | '\r' | '\t') || !invisible(c) {
+            continue;
+        }
+        match n {
+            0x1B if matches!(next, Some('[' | ']')) => note(c, "ANSI escape sequence"),
+            0x200D
+                if prev.is_some_and(|p| emoji_like(p) || p == '\u{FE0F}')
+                    && next.is_some_and(emoji_like) => {}
+            0x200C | 0x200D
+                if prev.is_some_and(|p| in_table(JOINING, p))
+                    && next.is_some_and(|x| in_table(JOINING, x)) => {}
+            0xFE0E | 0xFE0F if prev.is_some_and(|p| !p.is_ascii()) => {}
+            0x202A..=0x202E | 0x2066..=0x2069 | 0x200E | 0x200F | 0x061C => {
+                note(c, "bidirectional control")
+            }
+            0xE0000..=0xE007F => note(c, "tag character: invisible text"),
+            _ if c.is_control() => note(c, "control character"),
+            _ => note(c, "invisible character"),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,5 +362,46 @@ mod tests {
     fn nothing_is_truncated_however_long() {
         let t = "a".repeat(100_000) + "\u{202e}";
         assert_eq!(visible(&t).len(), 100_000 + "\\u{202e}".len());
+    }
+
+    #[test]
+    fn lint_flags_bidi_controls_zero_widths_tags_and_ansi_escapes_once_each() {
+        let flags =
+            lint("Reads a file.\u{202e}txt.exe\u{200b}\u{200b} \u{1b}[2J \u{e0041}\u{e0042}");
+        assert_eq!(
+            flags,
+            vec![
+                "U+202E (bidirectional control)",
+                "U+200B (invisible character)",
+                "U+001B (ANSI escape sequence)",
+                "U+E0041 (tag character: invisible text)",
+                "U+E0042 (tag character: invisible text)",
+            ]
+        );
+        assert_eq!(lint("bell\u{7}"), vec!["U+0007 (control character)"]);
+    }
+
+    #[test]
+    fn lint_leaves_line_breaks_emoji_sequences_flags_and_persian_zwnj_alone() {
+        for ordinary in [
+            "Lists files.\nSecond line,\tindented.\r\n",
+            "family \u{1f468}\u{200d}\u{1f469}\u{200d}\u{1f467}",
+            "couple \u{1f469}\u{200d}\u{2764}\u{fe0f}\u{200d}\u{1f468}",
+            "England \u{1f3f4}\u{e0067}\u{e0062}\u{e0065}\u{e006e}\u{e0067}\u{e007f}",
+            "\u{645}\u{6cc}\u{200c}\u{62e}\u{648}\u{627}\u{647}\u{645}",
+            "caf\u{e9} \u{2705}\u{fe0f} done",
+        ] {
+            assert_eq!(lint(ordinary), Vec::<String>::new(), "{ordinary:?}");
+        }
+        // The same characters out of their context are flagged.
+        assert_eq!(lint("a\u{200c}b"), vec!["U+200C (invisible character)"]);
+        assert_eq!(lint("a\u{200d}b"), vec!["U+200D (invisible character)"]);
+        assert_eq!(
+            lint("plain \u{e0067}\u{e007f}"),
+            vec![
+                "U+E0067 (tag character: invisible text)",
+                "U+E007F (tag character: invisible text)"
+            ]
+        );
     }
 }

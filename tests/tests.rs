@@ -38,6 +38,7 @@ mod journal_tamper;
 mod layering;
 mod minimal_env;
 mod other_home;
+mod pins;
 mod policy_cli;
 mod policy_examples;
 mod policy_files;

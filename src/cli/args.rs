@@ -82,6 +82,12 @@ pub enum Command {
         #[command(subcommand)]
         action: ConnectorCmd,
     },
+    /// The tool definitions each connector's server listed, as pinned: list them with their
+    /// state and lint flags, re-pin changed ones after a person looked, set the drift guard.
+    Tools {
+        #[command(subcommand)]
+        action: ToolsCmd,
+    },
     /// Show the newest journal entries (as many as `--limit`), oldest first.
     Log(LogArgs),
     /// Serve a read-only page on a loopback address: the journal, held calls, sessions and
@@ -143,6 +149,11 @@ pub enum Command {
         /// Ignore end of input and SIGTERM (to test how the relay stops a stubborn server).
         #[arg(long)]
         stubborn: bool,
+        /// List this many more tools (`tool-1`…), and answer `prompts/list` with the same
+        /// objects: a listing the relay pins beside one of the same size it only passes
+        /// (tools/bench).
+        #[arg(long, default_value_t = 0)]
+        extra_tools: usize,
     },
     /// Time decision round trips against the daemon, connected as relays are (tools/bench).
     #[command(name = "bench-decisions", hide = true)]
@@ -225,6 +236,44 @@ pub enum ConnectorCmd {
     List {
         #[arg(long)]
         json: bool,
+    },
+    /// Take the tools this agent's policy denies outright out of NAME's tools/list (off by
+    /// default). The relay then forwards that listing re-serialised without them.
+    HideDenied {
+        /// The connector name (any, registered or not).
+        name: String,
+        #[arg(value_enum)]
+        state: OnOff,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ToolsCmd {
+    /// Every pinned tool: its connector, state (pinned, changed, gone) and lint flags.
+    List {
+        /// Only this connector's tools.
+        #[arg(long)]
+        connector: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Re-pin CONNECTOR's changed tools (or only TOOL) to the definition last listed, after a
+    /// person looked at what changed (shown, and journaled).
+    Accept {
+        connector: String,
+        tool: Option<String>,
+    },
+    /// What a call to a tool whose definition changed since it was pinned gets: ask (held for
+    /// a person, the default), deny, or allow (the rules alone decide).
+    Drift {
+        #[arg(value_parser = ["ask", "deny", "allow"])]
+        effect: String,
     },
 }
 

@@ -27,6 +27,7 @@ pub(super) fn connector_cmd(action: ConnectorCmd) -> Result<i32, CliError> {
             )?)
         }
         ConnectorCmd::List { json } => connector_list(json),
+        ConnectorCmd::HideDenied { name, state } => super::tools::hide_denied(name, state),
     }
 }
 

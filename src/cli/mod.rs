@@ -26,6 +26,7 @@ mod render;
 mod serve;
 mod setup;
 mod status;
+mod tools;
 
 pub use args::{Cli, Command, DaemonCmd};
 
@@ -140,6 +141,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Reject { id, reason } => approve::decide_cmd(id, false, reason),
         Command::Agent { action } => agent::agent_cmd(action),
         Command::Log(args) => log::log_cmd(args),
+        Command::Tools { action } => tools::tools_cmd(action),
         Command::Console { port, bind } => {
             Ok(crate::console::run(crate::console::Options { bind, port })?)
         }
@@ -153,8 +155,12 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
             Ok(0)
         }
         Command::Demo => crate::demo::run().map_err(CliError::Demo),
-        Command::DemoServer { record, stubborn } => {
-            crate::demo::serve_demo(record.as_deref(), stubborn)?;
+        Command::DemoServer {
+            record,
+            stubborn,
+            extra_tools,
+        } => {
+            crate::demo::serve_demo(record.as_deref(), stubborn, extra_tools)?;
             Ok(0)
         }
         Command::BenchDecisions {

@@ -84,7 +84,11 @@ pub(super) fn changed(resp: ManageResponse) -> Result<i32, CliError> {
 }
 
 fn policy_list(json: bool) -> Result<i32, CliError> {
-    let ManageResponse::PolicyList { policies, budgets } = ask_daemon(ManageRequest::PolicyList)?
+    let ManageResponse::PolicyList {
+        policies,
+        budgets,
+        drift_guard,
+    } = ask_daemon(ManageRequest::PolicyList)?
     else {
         return Err(CliError::Unexpected);
     };
@@ -105,11 +109,24 @@ fn policy_list(json: bool) -> Result<i32, CliError> {
             }
             items.push(v);
         }
+        // Last, the drift guard (decision 0016), with an id as every other object has.
+        items.push(
+            serde_json::json!({"kind": "drift-guard", "id": "drift-guard", "effect": drift_guard}),
+        );
         serde_json::to_writer_pretty(&mut out, &items).map_err(std::io::Error::other)?;
         writeln!(out)?;
         return Ok(0);
     }
     write_budgets(&mut out, &budgets)?;
+    writeln!(
+        out,
+        "Drift guard: {drift_guard} (a call to a tool whose definition changed since it was pinned is {}; `holdcall tools drift ask|deny|allow`)",
+        match drift_guard.as_str() {
+            "deny" => "refused",
+            "allow" => "decided by the rules alone",
+            _ => "held for a person",
+        }
+    )?;
     if policies.is_empty() {
         writeln!(
             out,

@@ -103,6 +103,8 @@ pub(crate) async fn call_request(
                     decision: Some(v.word.clone()),
                     policy_id: v.policy_id.clone(),
                     reason: Some(v.reason.clone()),
+                    // The definition the model was shown, as the pins say (decision 0016).
+                    detail: Some(serde_json::json!({ "definition": &ctx.definition }).to_string()),
                     ..Fields::default()
                 },
                 now.generation,
@@ -194,8 +196,15 @@ fn rule(
         };
         return Ok((v, ctx));
     }
-    let ctx = ctx.with_session(s.counters.snapshot(asked.tool));
-    let decision = now.set.decide_with(asked, &ctx);
+    let ctx = ctx
+        .with_session(s.counters.snapshot(asked.tool))
+        .with_definition(crate::daemon::pins::definition_of(state, s, asked.tool));
+    let decision = crate::daemon::pins::guarded(
+        crate::daemon::pins::current_drift_guard(state),
+        &ctx.definition,
+        asked.tool,
+        now.set.decide_with(asked, &ctx),
+    );
     let v = budget_verdict(
         s,
         now.budgets.iter().map(|r| &r.budget),

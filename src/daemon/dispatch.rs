@@ -18,6 +18,7 @@ use crate::daemon::{
     manage::budget::{budget_remove, budget_set},
     manage::connector::{connector_remove, connector_set},
     manage::policy::{listed, policy_import, policy_remove, policy_set},
+    pins::{current_drift_guard, setting_set, tools_accept, tools_listed},
     session::session_start,
     writer::Op,
 };
@@ -174,6 +175,22 @@ pub(crate) async fn session(
             )
             .await
         }
+        SessionRequest::ToolsListed {
+            session_id,
+            tools,
+            unreadable,
+            complete,
+            too_large,
+        } => {
+            tools_listed(
+                state,
+                owned,
+                session_id,
+                tools,
+                (unreadable, complete, too_large),
+            )
+            .await
+        }
         SessionRequest::SessionEnd {
             session_id,
             protocol_version,
@@ -248,6 +265,8 @@ fn changes_what_is_in_force(req: &ManageRequest) -> bool {
             | ManageRequest::AgentAdd { .. }
             | ManageRequest::AgentRemove { .. }
             | ManageRequest::PolicyImport { dry_run: false, .. }
+            | ManageRequest::ToolsAccept { .. }
+            | ManageRequest::SettingSet { .. }
     )
 }
 
@@ -296,6 +315,10 @@ pub(crate) async fn manage(state: &Arc<Shared>, conn: &ConnCtx, req: ManageReque
             approve,
             reason,
         } => decide_held(state, id, approve, reason).await,
+        ManageRequest::ToolsAccept { connector, tool } => {
+            tools_accept(state, connector, tool).await
+        }
+        ManageRequest::SettingSet { key, value } => setting_set(state, key, value).await,
     }
 }
 
@@ -314,6 +337,7 @@ async fn policy_list(state: &Shared) -> ManageNext {
     Next::Reply(ManageResponse::PolicyList {
         policies: rows.iter().map(listed).collect(),
         budgets: current_budgets(state).to_vec(),
+        drift_guard: current_drift_guard(state).to_string(),
     })
 }
 

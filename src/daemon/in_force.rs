@@ -114,6 +114,12 @@ pub(crate) async fn reload_locked(state: &Shared, rows: &mut Vec<PolicyRow>) -> 
     if let Ok(mut a) = state.agents.write() {
         *a = Arc::new(loaded.agents);
     }
+    if let Ok(mut p) = state.pins.write() {
+        *p = crate::daemon::pins::pins_by_connector(loaded.pins);
+    }
+    if let Ok(mut s) = state.settings.write() {
+        *s = loaded.settings;
+    }
     if let Ok(mut r) = state.refusal.write() {
         *r = refusal;
     }

@@ -80,7 +80,9 @@ mod dispatch;
 mod hold;
 mod in_force;
 mod manage;
+mod pins;
 mod session;
+pub(crate) use pins::{DRIFT_KEY, HIDE_PREFIX};
 pub(crate) mod supervise;
 #[cfg(test)]
 mod tests;
@@ -104,6 +106,8 @@ struct Session {
     /// Recently charged calls (seq → tool), so a retry the relay names is checked to be one;
     /// at most `limits::RETRY_STATES_MAX`, oldest forgotten first (its retry is then charged).
     charged: std::collections::BTreeMap<i64, String>,
+    /// What this session's listings showed (`daemon::pins`).
+    listed: pins::Listed,
 }
 
 impl Session {
@@ -114,6 +118,7 @@ impl Session {
             last_seq: 0,
             counters: Counters::default(),
             charged: std::collections::BTreeMap::new(),
+            listed: pins::Listed::default(),
         }
     }
 
@@ -177,6 +182,10 @@ struct Shared {
     /// Serialises connector changes and credentialed session starts, so a session never pairs
     /// one registration's key with another's secret.
     connectors: tokio::sync::Mutex<()>,
+    /// The tool pins in force (a cache of `tool_pins`, replaced per connector after each write).
+    pins: RwLock<pins::Pins>,
+    /// The settings in force (the drift guard, hide-denied per connector).
+    settings: RwLock<std::collections::BTreeMap<String, String>>,
     /// The home this daemon serves, as `daemon.hello` proves it: the database it opened and
     /// the machine id it read.
     serves: ipc::Serves,
@@ -268,6 +277,8 @@ pub(crate) async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
         policies: rows,
         budgets: budget_rows,
         agents: enrolled,
+        pins: pin_rows,
+        settings,
         ..
     } = loaded;
     let open_sessions = j.open_sessions()?;
@@ -302,6 +313,8 @@ pub(crate) async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
         approval_timeout: config.approval.timeout,
         vault: Arc::new(Keyring::for_home(home.dir())),
         connectors: tokio::sync::Mutex::new(()),
+        pins: RwLock::new(pins::pins_by_connector(pin_rows)),
+        settings: RwLock::new(settings),
         serves,
     });
 

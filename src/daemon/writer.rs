@@ -11,6 +11,10 @@ use super::*;
 /// started.
 pub(super) type Changed<T> = oneshot::Sender<Result<(Entry, Vec<T>, u64), String>>;
 
+/// Where `Op::AcceptPins` answers: the pins accepted and the connector's pins now.
+pub(super) type AcceptReply =
+    oneshot::Sender<Result<(Vec<journal::Accepted>, Vec<journal::PinRow>), String>>;
+
 /// One append as the writer queues it: what `Op::Append` carries.
 type Append = (
     Kind,
@@ -56,6 +60,27 @@ pub(super) enum Op {
         reply: oneshot::Sender<Result<Entry, String>>,
     },
     Connectors(oneshot::Sender<Result<Vec<journal::ConnectorRow>, String>>),
+    /// One listing's tools, pinned or compared with their pins, in one transaction.
+    RecordListing {
+        connector: String,
+        session_id: String,
+        tools: Vec<crate::mcp::tools::ToolDefinition>,
+        complete: bool,
+        reply: oneshot::Sender<Result<journal::ListingRecorded, String>>,
+    },
+    /// Re-pins a connector's changed tools (or one) after a person looked.
+    AcceptPins {
+        connector: String,
+        tool: Option<String>,
+        reply: AcceptReply,
+    },
+    /// Sets a setting with its `setting.change` entry; a new generation, as for a rule.
+    ChangeSetting {
+        key: String,
+        value: String,
+        reason: String,
+        reply: Changed<(String, String)>,
+    },
     Connector(
         String,
         oneshot::Sender<Result<Option<journal::ConnectorRow>, String>>,
@@ -241,6 +266,42 @@ impl WriterCore {
             }
             Op::Connector(name, reply) => {
                 let _ = reply.send(j.connector(&name).map_err(|e| e.to_string()));
+            }
+            Op::RecordListing {
+                connector,
+                session_id,
+                tools,
+                complete,
+                reply,
+            } => {
+                let r = j.record_listing(&connector, &session_id, &tools, complete);
+                if r.is_ok() {
+                    self.note(None);
+                }
+                let _ = reply.send(r.map_err(|e| e.to_string()));
+            }
+            Op::AcceptPins {
+                connector,
+                tool,
+                reply,
+            } => {
+                let _ = reply.send(
+                    j.accept_pins(&connector, tool.as_deref())
+                        .map_err(|e| e.to_string()),
+                );
+            }
+            Op::ChangeSetting {
+                key,
+                value,
+                reason,
+                reply,
+            } => {
+                let r = j.change_setting(&key, &value, reason).map(|(e, all)| {
+                    self.generation += 1;
+                    self.note(None);
+                    (e, all.into_iter().collect(), self.generation)
+                });
+                let _ = reply.send(r.map_err(|e| e.to_string()));
             }
         }
         None

@@ -15,6 +15,7 @@ mod connectors;
 mod daemon;
 mod install;
 mod journal;
+mod tools;
 
 use crate::clients::Places;
 use crate::config::Home;
@@ -24,6 +25,7 @@ use connectors::{connectors, credential_store};
 use daemon::daemon;
 use install::{binary, config_toml};
 use journal::{database_files, enrolments, journal, policy};
+use tools::tool_definitions;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "UPPERCASE")]
@@ -94,6 +96,7 @@ pub(crate) const CHECKS: &[CheckFn] = &[
     credential_store,
     enrolments,
     policy,
+    tool_definitions,
     connectors,
     clients,
 ];

@@ -84,6 +84,15 @@ pub(crate) enum ManageRequest {
     /// connector can have, so nothing is read or written.
     #[serde(rename = "vault.probe")]
     VaultProbe,
+    /// Re-pin a connector's changed tools (or one of them) to the definition last listed.
+    #[serde(rename = "tools.accept")]
+    ToolsAccept {
+        connector: String,
+        tool: Option<String>,
+    },
+    /// Change a setting: `tools.drift` (ask, deny, allow) or `hide-denied.<connector>` (on, off).
+    #[serde(rename = "setting.set")]
+    SettingSet { key: String, value: String },
 }
 
 impl ManageRequest {
@@ -109,6 +118,8 @@ impl ManageRequest {
         "connector.remove",
         "connector.list",
         "vault.probe",
+        "tools.accept",
+        "setting.set",
     ];
 }
 
@@ -150,6 +161,19 @@ pub(crate) enum ManageResponse {
         policies: Vec<ListedPolicy>,
         #[serde(default)]
         budgets: Vec<crate::policy::budget::BudgetRow>,
+        /// What a call to a tool whose definition changed since it was pinned gets, beside
+        /// the rules: `ask` (the default), `deny` or `allow`.
+        #[serde(default)]
+        drift_guard: String,
+    },
+    #[serde(rename = "tools.accepted")]
+    ToolsAccepted {
+        accepted: Vec<crate::journal::Accepted>,
+    },
+    #[serde(rename = "setting.changed")]
+    SettingChanged {
+        message: String,
+        chain_seq: Option<i64>,
     },
     #[serde(rename = "policy.imported")]
     PolicyImported {

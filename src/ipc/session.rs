@@ -45,6 +45,20 @@ pub(crate) enum SessionRequest {
     },
     #[serde(rename = "anomaly")]
     Anomaly { session_id: String, anomaly: String },
+    /// The tools one `tools/list` answer of the session's server defined, read from its bytes
+    /// (`mcp::tools`). The daemon pins them and answers which to hide (`tools.seen`).
+    #[serde(rename = "tools.listed")]
+    ToolsListed {
+        session_id: String,
+        tools: Vec<crate::mcp::tools::ToolDefinition>,
+        /// Entries that were not a readable tool.
+        unreadable: usize,
+        /// The listing is whole (no `nextCursor`): a pinned tool missing from it is gone.
+        complete: bool,
+        /// The definitions were over `limits::TOOLS_LISTING_BYTES_MAX`, so none were sent.
+        #[serde(default)]
+        too_large: bool,
+    },
     #[serde(rename = "session.end")]
     SessionEnd {
         session_id: String,
@@ -62,6 +76,7 @@ impl SessionRequest {
         "call.request",
         "call.outcome",
         "anomaly",
+        "tools.listed",
         "session.end",
     ];
 }
@@ -125,6 +140,10 @@ pub(crate) enum SessionResponse {
     CredentialUnavailable { connector: String, message: String },
     #[serde(rename = "error")]
     Error { message: String },
+    /// The answer to `tools.listed`: the tools to take out of the listing before it is
+    /// forwarded (empty unless the connector's hide-denied is on).
+    #[serde(rename = "tools.seen")]
+    ToolsSeen { hide: Vec<String> },
     #[serde(rename = "decision")]
     Decision {
         session_id: String,

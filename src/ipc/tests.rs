@@ -91,6 +91,8 @@ enum Request {
     K2,
     #[serde(rename = "anomaly")]
     K3,
+    #[serde(rename = "tools.listed")]
+    K3b,
     #[serde(rename = "session.end")]
     K4,
     #[serde(rename = "policy.set")]
@@ -133,6 +135,10 @@ enum Request {
     K23,
     #[serde(rename = "vault.probe")]
     K24,
+    #[serde(rename = "tools.accept")]
+    K24b,
+    #[serde(rename = "setting.set")]
+    K24c,
     #[serde(rename = "daemon.hello")]
     K25,
 }

@@ -34,12 +34,20 @@ pub enum Kind {
     CallApproval,
     AgentChange,
     ConnectorChange,
+    /// A tool definition pinned: at first sight in a listing, or re-pinned by a person.
+    ToolPin,
+    /// A pinned tool's listing changed: a new definition, re-appearing, or gone.
+    ToolDrift,
+    /// A session's listing was forwarded without the tools its policy denies (hide-denied).
+    ToolsHidden,
+    /// A setting changed (the drift guard, a connector's hide-denied).
+    SettingChange,
 }
 
 impl Kind {
     /// Every kind, in documentation order. (Only the tests read the list or parse a kind back.)
     #[cfg(test)]
-    pub(crate) const ALL: [Kind; 11] = [
+    pub(crate) const ALL: [Kind; 15] = [
         Kind::SessionStart,
         Kind::CallRequest,
         Kind::CallOutcome,
@@ -51,6 +59,10 @@ impl Kind {
         Kind::CallApproval,
         Kind::AgentChange,
         Kind::ConnectorChange,
+        Kind::ToolPin,
+        Kind::ToolDrift,
+        Kind::ToolsHidden,
+        Kind::SettingChange,
     ];
 
     pub(crate) fn as_str(self) -> &'static str {
@@ -66,6 +78,10 @@ impl Kind {
             Kind::CallApproval => "call.approval",
             Kind::AgentChange => "agent.change",
             Kind::ConnectorChange => "connector.change",
+            Kind::ToolPin => "tool.pin",
+            Kind::ToolDrift => "tool.drift",
+            Kind::ToolsHidden => "tools.hidden",
+            Kind::SettingChange => "setting.change",
         }
     }
 

@@ -80,6 +80,12 @@ pub enum JournalError {
         source: rusqlite::Error,
     },
 
+    #[error("the hashes of {path} were not all checked: a verifying thread stopped")]
+    #[diagnostic(help(
+        "nothing was judged intact; run `holdcall verify` again, and if this persists report it with the daemon's log"
+    ))]
+    VerifyIncomplete { path: PathBuf },
+
     #[error("entry {chain_seq} of {path} cannot be read: {message}")]
     #[diagnostic(help(
         "the row was edited by hand or damaged; run `holdcall verify` to see every problem"
@@ -142,6 +148,12 @@ pub enum JournalError {
         "`holdcall connector list` shows the registered connectors; nothing was changed"
     ))]
     UnknownConnector { name: String },
+
+    #[error("no tool {tool:?} is pinned for connector {connector:?}")]
+    #[diagnostic(help(
+        "`holdcall tools list --connector NAME` shows the pinned tools; a tool is pinned the first time a listing names it"
+    ))]
+    UnknownPin { connector: String, tool: String },
 
     #[error("a policy with id {id:?} already exists")]
     #[diagnostic(help("remove it in the same change, or pick another id; nothing was changed"))]

@@ -5,6 +5,7 @@
 use rusqlite::{Connection, TransactionBehavior};
 
 use super::JournalError;
+use super::pins::{PinRow, Replayed, read_pins, read_settings};
 use super::reader::Reader;
 use super::row::{ENTRY_COLUMNS, entry_from_row};
 use super::tables::{PolicyRow, read_agents, read_budgets, read_policies};
@@ -18,6 +19,8 @@ pub(crate) struct InForce {
     pub policies: Vec<PolicyRow>,
     pub budgets: Vec<BudgetRow>,
     pub agents: Vec<crate::agents::Enrolment>,
+    pub pins: Vec<PinRow>,
+    pub settings: std::collections::BTreeMap<String, String>,
     /// How the tables differ from the journal; empty when they agree.
     pub mismatches: Vec<String>,
 }
@@ -38,17 +41,24 @@ fn table_exists(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
 /// tables are only a cache of what the journal says; someone who drops the triggers can edit
 /// them, but not without this noticing (short of rewriting the journal too, which only
 /// `verify --expect-head` catches).
-fn table_mismatches(
-    conn: &Connection,
-    policies: &[PolicyRow],
-    budgets: &[BudgetRow],
-    agents: &[crate::agents::Enrolment],
-) -> rusqlite::Result<Vec<String>> {
+/// The tables `table_mismatches` checks, as read in one snapshot.
+struct Tables<'a> {
+    policies: &'a [PolicyRow],
+    budgets: &'a [BudgetRow],
+    agents: &'a [crate::agents::Enrolment],
+    pins: &'a [PinRow],
+    settings: &'a std::collections::BTreeMap<String, String>,
+}
+
+fn table_mismatches(conn: &Connection, t: &Tables<'_>) -> rusqlite::Result<Vec<String>> {
+    let (policies, budgets, agents) = (t.policies, t.budgets, t.agents);
     let mut out = Vec::new();
     let mut stmt = conn.prepare(&format!(
         "SELECT {ENTRY_COLUMNS} FROM journal \
-         WHERE kind IN ('policy.change', 'budget.change', 'agent.change') ORDER BY chain_seq"
+         WHERE kind IN ('policy.change', 'budget.change', 'agent.change', 'tool.pin', \
+         'tool.drift', 'setting.change') ORDER BY chain_seq"
     ))?;
+    let mut replayed = Replayed::default();
     let mut rows = stmt.query([])?;
     let mut text = String::new();
     let mut text_ok = true;
@@ -105,6 +115,9 @@ fn table_mismatches(
                     ));
                 }
             }
+            "tool.pin" | "tool.drift" | "setting.change" => {
+                replayed.add(e.kind.as_str(), f, chain_seq, &mut out);
+            }
             _ => {
                 let name = f.agent.clone().unwrap_or_default();
                 if f.reason
@@ -132,6 +145,7 @@ fn table_mismatches(
     }
     budget_mismatches(&recorded_budgets, budgets, &mut out);
     agent_mismatches(&recorded_agents, agents, &mut out);
+    replayed.mismatches(t.pins, t.settings, &mut out);
     Ok(out)
 }
 
@@ -287,14 +301,24 @@ impl Journal {
             let policies = read_policies(&tx).map_err(read_err)?;
             let budgets = read_budgets(&tx).map_err(read_err)?;
             let agents = read_agents(&tx).map_err(read_err)?;
-            let mismatches =
-                table_mismatches(&tx, &policies, &budgets, &agents).map_err(read_err)?;
+            let pins = read_pins(&tx, None).map_err(read_err)?;
+            let settings = read_settings(&tx).map_err(read_err)?;
+            let tables = Tables {
+                policies: &policies,
+                budgets: &budgets,
+                agents: &agents,
+                pins: &pins,
+                settings: &settings,
+            };
+            let mismatches = table_mismatches(&tx, &tables).map_err(read_err)?;
             // Dropping `tx` rolls back: nothing was written.
             Ok(InForce {
                 data_version,
                 policies,
                 budgets,
                 agents,
+                pins,
+                settings,
                 mismatches,
             })
         })();
@@ -306,6 +330,15 @@ impl Journal {
 }
 
 impl Reader {
+    /// The pins (of one connector, or all), for `tools list` and `doctor`; none in a database
+    /// an older build wrote.
+    pub(crate) fn tool_pins(&self, connector: Option<&str>) -> Result<Vec<PinRow>, JournalError> {
+        if !table_exists(&self.conn, "tool_pins").map_err(self.read_err())? {
+            return Ok(Vec::new());
+        }
+        read_pins(&self.conn, connector).map_err(self.read_err())
+    }
+
     /// How the policies, budgets and agents tables differ from what the journal recorded
     /// ([`table_mismatches`]), read in one snapshot. A table this database does not have yet
     /// (written by an older build) counts as empty.
@@ -322,6 +355,21 @@ impl Reader {
         } else {
             Vec::new()
         };
-        table_mismatches(&tx, &policies, &budgets, &agents).map_err(self.read_err())
+        let (pins, settings) = if table_exists(&tx, "tool_pins").map_err(self.read_err())? {
+            (
+                read_pins(&tx, None).map_err(self.read_err())?,
+                read_settings(&tx).map_err(self.read_err())?,
+            )
+        } else {
+            Default::default()
+        };
+        let tables = Tables {
+            policies: &policies,
+            budgets: &budgets,
+            agents: &agents,
+            pins: &pins,
+            settings: &settings,
+        };
+        table_mismatches(&tx, &tables).map_err(self.read_err())
     }
 }

@@ -97,6 +97,23 @@ CREATE TABLE IF NOT EXISTS connectors(
     pinned_env TEXT NOT NULL,
     secret_id TEXT NOT NULL
 ) STRICT;
+CREATE TABLE IF NOT EXISTS tool_pins(
+    connector TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    definition TEXT NOT NULL,
+    seen_hash TEXT NOT NULL,
+    seen_definition TEXT NOT NULL,
+    state TEXT NOT NULL CHECK(state IN ('pinned','changed')),
+    listed INTEGER NOT NULL CHECK(listed IN (0, 1)),
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY(connector, tool)
+) STRICT;
+CREATE TABLE IF NOT EXISTS settings(
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+) STRICT;
 ";
 
 /// The connection settings actually in force, read back from SQLite. The daemon records them in

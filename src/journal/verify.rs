@@ -5,6 +5,7 @@ use super::JournalError;
 use super::encoding::{Entry, SCHEMA_VERSION, encode, entry_hash, genesis, is_hash};
 use super::reader::Reader;
 use super::row::{ENTRY_COLUMNS, HASH_COLUMN, col_text, entry_from_row};
+use crate::limits::{VERIFY_BATCH, VERIFY_BATCHES_IN_FLIGHT};
 
 /// Hashes in messages are shortened to this many hex characters: enough to tell them apart by eye.
 const SHORT_HASH_CHARS: usize = 12;
@@ -97,7 +98,8 @@ impl Reader {
     ) -> Result<VerifyReport, JournalError> {
         let expect = parse_expect_head(expect_head)?;
 
-        let mut problems = Vec::new();
+        // Each problem with the position of its row in the walk.
+        let mut problems: Vec<(i64, Problem)> = Vec::new();
         // What the next entry's prev_hash must be; None = unknown (no machine id, or after a gap
         // or an unreadable row), so the next link is taken as given.
         let mut prev: Option<String> = machine_id.map(genesis);
@@ -108,45 +110,105 @@ impl Reader {
         // (chain_seq, position among rows) of the entry whose hash is the expected head.
         let mut expect_at: Option<(i64, i64)> = None;
 
-        // One statement, so the walk sees one snapshot even while the daemon appends.
-        let mut stmt = self
-            .conn
-            .prepare(&format!(
-                "SELECT {ENTRY_COLUMNS} FROM journal ORDER BY chain_seq"
-            ))
-            .map_err(self.read_err())?;
-        let mut rows = stmt.query([]).map_err(self.read_err())?;
-        while let Some(row) = rows.next().map_err(self.read_err())? {
-            let chain_seq: i64 = row.get(0).map_err(self.read_err())?;
-            entries += 1;
-            if chain_seq != expected_seq {
-                problems.push(gap_problem(expected_seq, chain_seq));
-                // The entry before this one is gone, so what it should link to is unknown; the gap
-                // is the finding, a link complaint would only repeat it.
-                prev = None;
-            }
-            expected_seq = chain_seq.saturating_add(1);
-            let stored_hash = col_text(row, HASH_COLUMN, "hash").ok().flatten();
+        // Hashing is most of the work and needs nothing but the entry, so it runs on other
+        // threads, batch by batch, while this one reads the rows and checks the order and the
+        // links (which need the entry before). Each problem keeps its row's position, so the
+        // report reads as one walk in chain order would.
+        let mut hashed: Vec<(i64, Problem)> = Vec::new();
+        let (to_hash, batches) =
+            std::sync::mpsc::sync_channel::<Vec<(i64, Entry)>>(VERIFY_BATCHES_IN_FLIGHT);
+        let batches = std::sync::Mutex::new(batches);
+        let walked = std::thread::scope(|scope| -> Result<(), JournalError> {
+            let hashers: Vec<_> = (0..hashing_threads())
+                .map(|_| scope.spawn(|| hash_batches(&batches)))
+                .collect();
+            let mut batch = Vec::with_capacity(VERIFY_BATCH);
+            let send = |batch: Vec<(i64, Entry)>| {
+                // Every hasher gone means these entries would go unchecked: a refusal to
+                // judge, never a pass.
+                to_hash
+                    .send(batch)
+                    .map_err(|_| JournalError::VerifyIncomplete {
+                        path: self.path.clone(),
+                    })
+            };
 
-            match entry_from_row(row) {
-                Err(what) => problems.push(Problem {
-                    chain_seq,
-                    message: format!("entry {chain_seq} cannot be checked: {what}"),
-                }),
-                Ok(e) => check_entry(&e, prev.as_deref(), &mut problems),
-            }
+            // One statement, so the walk sees one snapshot even while the daemon appends.
+            let mut stmt = self
+                .conn
+                .prepare(&format!(
+                    "SELECT {ENTRY_COLUMNS} FROM journal ORDER BY chain_seq"
+                ))
+                .map_err(self.read_err())?;
+            let mut rows = stmt.query([]).map_err(self.read_err())?;
+            while let Some(row) = rows.next().map_err(self.read_err())? {
+                let chain_seq: i64 = row.get(0).map_err(self.read_err())?;
+                entries += 1;
+                if chain_seq != expected_seq {
+                    problems.push((entries, gap_problem(expected_seq, chain_seq)));
+                    // The entry before this one is gone, so what it should link to is unknown;
+                    // the gap is the finding, a link complaint would only repeat it.
+                    prev = None;
+                }
+                expected_seq = chain_seq.saturating_add(1);
+                let stored_hash = col_text(row, HASH_COLUMN, "hash").ok().flatten();
 
-            if let (Some(x), Some(h)) = (&expect, &stored_hash)
-                && x == h
-            {
-                expect_at = Some((chain_seq, entries));
+                match entry_from_row(row) {
+                    Err(what) => problems.push((
+                        entries,
+                        Problem {
+                            chain_seq,
+                            message: format!("entry {chain_seq} cannot be checked: {what}"),
+                        },
+                    )),
+                    Ok(e) => {
+                        for p in check_link(&e, prev.as_deref()) {
+                            problems.push((entries, p));
+                        }
+                        if e.schema_version == SCHEMA_VERSION {
+                            batch.push((entries, e));
+                            if batch.len() == VERIFY_BATCH {
+                                send(std::mem::replace(
+                                    &mut batch,
+                                    Vec::with_capacity(VERIFY_BATCH),
+                                ))?;
+                            }
+                        }
+                    }
+                }
+
+                if let (Some(x), Some(h)) = (&expect, &stored_hash)
+                    && x == h
+                {
+                    expect_at = Some((chain_seq, entries));
+                }
+                // Judge the next entry against what is stored here, so one bad entry is
+                // reported once and the ones after it are judged on their own.
+                prev.clone_from(&stored_hash);
+                head = stored_hash;
+                last_seq = chain_seq;
             }
-            // Judge the next entry against what is stored here, so one bad entry is reported once
-            // and the ones after it are judged on their own.
-            prev.clone_from(&stored_hash);
-            head = stored_hash;
-            last_seq = chain_seq;
-        }
+            if !batch.is_empty() {
+                send(batch)?;
+            }
+            drop(to_hash);
+            for h in hashers {
+                match h.join() {
+                    Ok(found) => hashed.extend(found),
+                    Err(_) => {
+                        return Err(JournalError::VerifyIncomplete {
+                            path: self.path.clone(),
+                        });
+                    }
+                }
+            }
+            Ok(())
+        });
+        walked?;
+        // Within a row: the order and link problems first, then the hash (stable sort).
+        problems.extend(hashed);
+        problems.sort_by_key(|(position, _)| *position);
+        let mut problems: Vec<Problem> = problems.into_iter().map(|(_, p)| p).collect();
 
         let expect_verdict =
             expect.map(|x| expect_verdict(&x, expect_at, entries, last_seq, &mut problems));
@@ -184,12 +246,45 @@ fn parse_expect_head(expect_head: Option<&str>) -> Result<Option<String>, Journa
     }
 }
 
-/// Checks one decoded entry: its schema version, its link to `prev` (what the entry before it
-/// stores, or the genesis; `None` = unknown, so the link is taken as given) and its own hash.
-fn check_entry(e: &Entry, prev: Option<&str>, problems: &mut Vec<Problem>) {
+/// How many threads hash entries while the walk reads them: every core but the reader's, at
+/// least one.
+fn hashing_threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get().saturating_sub(1))
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// One hashing thread: takes batches until the walk is done, answers the hash problems found
+/// with their rows' positions.
+fn hash_batches(
+    batches: &std::sync::Mutex<std::sync::mpsc::Receiver<Vec<(i64, Entry)>>>,
+) -> Vec<(i64, Problem)> {
+    let mut found = Vec::new();
+    loop {
+        let next = match batches.lock() {
+            Ok(rx) => rx.recv(),
+            // Another hasher cannot panic holding the lock (nothing in here panics); if it
+            // ever did, stop taking batches: the walk then fails to send and refuses.
+            Err(_) => return found,
+        };
+        let Ok(batch) = next else {
+            return found;
+        };
+        for (position, e) in &batch {
+            if let Some(p) = check_hash(e) {
+                found.push((*position, p));
+            }
+        }
+    }
+}
+
+/// Checks one decoded entry's schema version and its link to `prev` (what the entry before it
+/// stores, or the genesis; `None` = unknown, so the link is taken as given).
+fn check_link(e: &Entry, prev: Option<&str>) -> Vec<Problem> {
     let chain_seq = e.chain_seq;
-    let known_schema = e.schema_version == SCHEMA_VERSION;
-    if !known_schema {
+    let mut problems = Vec::new();
+    if e.schema_version != SCHEMA_VERSION {
         problems.push(Problem {
             chain_seq,
             message: format!(
@@ -218,24 +313,28 @@ fn check_entry(e: &Entry, prev: Option<&str>, problems: &mut Vec<Problem>) {
         };
         problems.push(Problem { chain_seq, message });
     }
-    if known_schema {
-        match entry_hash(&e.prev_hash, &encode(e)) {
-            None => problems.push(Problem {
-                chain_seq,
-                message: format!(
-                    "entry {chain_seq} has been altered: its prev_hash is not 64 lowercase hex characters"
-                ),
-            }),
-            Some(h) if h != e.hash => problems.push(Problem {
-                chain_seq,
-                message: format!(
-                    "entry {chain_seq} has been altered: its contents hash to {} but it stores {}",
-                    short(&h),
-                    short(&e.hash)
-                ),
-            }),
-            Some(_) => {}
-        }
+    problems
+}
+
+/// Checks that an entry of the known schema hashes to what it stores.
+fn check_hash(e: &Entry) -> Option<Problem> {
+    let chain_seq = e.chain_seq;
+    match entry_hash(&e.prev_hash, &encode(e)) {
+        None => Some(Problem {
+            chain_seq,
+            message: format!(
+                "entry {chain_seq} has been altered: its prev_hash is not 64 lowercase hex characters"
+            ),
+        }),
+        Some(h) if h != e.hash => Some(Problem {
+            chain_seq,
+            message: format!(
+                "entry {chain_seq} has been altered: its contents hash to {} but it stores {}",
+                short(&h),
+                short(&e.hash)
+            ),
+        }),
+        Some(_) => None,
     }
 }
 

@@ -17,4 +17,5 @@
 pub(crate) mod envelope;
 pub(crate) mod json;
 pub(crate) mod line;
+pub(crate) mod tools;
 pub(crate) mod version;

@@ -402,6 +402,34 @@ impl Clock {
     }
 }
 
+/// What the pins say about the called tool's definition (`context.definition`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub(crate) struct DefinitionState {
+    /// `pinned` (as accepted), `changed` (differs from the pinned one), `new` (first pinned in
+    /// this session) or `unknown` (never listed through Holdcall).
+    pub state: String,
+    /// SHA-256 of the canonical definition the model was shown ("" when unknown).
+    pub hash: String,
+}
+
+impl DefinitionState {
+    pub(crate) const PINNED: &'static str = "pinned";
+    pub(crate) const CHANGED: &'static str = "changed";
+    pub(crate) const NEW: &'static str = "new";
+    pub(crate) const UNKNOWN: &'static str = "unknown";
+
+    pub(crate) fn unknown() -> DefinitionState {
+        DefinitionState {
+            state: Self::UNKNOWN.into(),
+            hash: String::new(),
+        }
+    }
+
+    pub(crate) fn is_changed(&self) -> bool {
+        self.state == Self::CHANGED
+    }
+}
+
 /// The context of one call: its arguments (or why they could not be read) and the clock.
 #[derive(Debug, Clone)]
 pub(crate) struct CallContext {
@@ -410,6 +438,8 @@ pub(crate) struct CallContext {
     /// The session's counts before this call (`context.session`); zeros where there is no
     /// session (`policy explain`, unless a `policy test` case gives them).
     pub session: SessionCounts,
+    /// What the pins say about the tool's definition (`unknown` outside a session).
+    pub definition: DefinitionState,
 }
 
 impl CallContext {
@@ -423,7 +453,14 @@ impl CallContext {
             },
             clock,
             session: SessionCounts::default(),
+            definition: DefinitionState::unknown(),
         }
+    }
+
+    /// The same context, with what the pins say about the tool.
+    pub(crate) fn with_definition(mut self, definition: DefinitionState) -> CallContext {
+        self.definition = definition;
+        self
     }
 
     /// The same context, with the session's counts before this call.
@@ -440,6 +477,7 @@ impl CallContext {
                 now: DateTime::<Utc>::UNIX_EPOCH.fixed_offset(),
             },
             session: SessionCounts::default(),
+            definition: DefinitionState::unknown(),
         }
     }
 
@@ -466,6 +504,20 @@ impl CallContext {
                 RestrictedExpression::new_string(self.clock.weekday().to_string()),
             ),
             ("session".to_string(), session_record(&self.session)?),
+            (
+                "definition".to_string(),
+                RestrictedExpression::new_record([
+                    (
+                        "state".to_string(),
+                        RestrictedExpression::new_string(self.definition.state.clone()),
+                    ),
+                    (
+                        "hash".to_string(),
+                        RestrictedExpression::new_string(self.definition.hash.clone()),
+                    ),
+                ])
+                .map_err(|e| e.to_string())?,
+            ),
         ])
         .map_err(|e| e.to_string())
     }
@@ -544,6 +596,7 @@ mod tests {
             arguments: Ok(ArgValue::Record(members)),
             clock: CallContext::empty().clock,
             session: SessionCounts::default(),
+            definition: DefinitionState::unknown(),
         };
         assert!(ctx.to_cedar().is_ok());
     }

@@ -112,6 +112,29 @@ impl PolicySet {
         self.evaluate(req, ctx).decision
     }
 
+    /// Whether the rules deny every call to this tool whatever its arguments (what hide-denied
+    /// takes out of a listing): the winner on `ctx` is a deny without conditions, nothing
+    /// errored, and no conditional allow or ask rule more specific than it could apply (with
+    /// other arguments it might win). An `ask` is never outright.
+    pub(crate) fn denies_outright(&self, req: &CallRequest<'_>, ctx: &CallContext) -> bool {
+        let ev = self.evaluate(req, ctx);
+        let Some(d) = ev.decider else { return false };
+        let (Some(winner), Some((_, conditional))) = (self.infos.get(d), self.scopes.get(d)) else {
+            return false;
+        };
+        if ev.decision.effect != Effect::Deny || winner.effect != Effect::Deny || *conditional {
+            return false;
+        }
+        let tool_id = format!("{}/{}", req.connector, req.tool);
+        !self.could_apply(&tool_id, req).into_iter().any(|i| {
+            i != d
+                && self.infos.get(i).is_some_and(|info| {
+                    info.effect != Effect::Deny && info.specificity > winner.specificity
+                })
+                && self.scopes.get(i).is_some_and(|(_, c)| *c)
+        })
+    }
+
     /// Builds the Cedar request and the entity slice: the Tool with its two parents, the
     /// parents themselves, and the Agent (`Agent::""` for an unenrolled session).
     fn request(

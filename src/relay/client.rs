@@ -112,6 +112,8 @@ pub(super) struct ClientPump {
     pub(super) session_id: String,
     pub(super) seq: i64,
     pub(super) said: HashSet<&'static str>,
+    /// `tools/list` requests forwarded, awaiting their answer (`listing`).
+    pub(super) listings: super::listing::Listings,
 }
 
 impl ClientPump {
@@ -123,6 +125,7 @@ impl ClientPump {
                 if let Ok(mut d) = self.dialect.lock() {
                     d.on_client(&msg);
                 }
+                super::listing::note_request(&self.listings, &msg);
                 self.forward(&line).await
             }
             ClientFrame::ToolCall(call) => {

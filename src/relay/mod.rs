@@ -19,6 +19,7 @@ mod client;
 mod held;
 mod in_flight;
 mod link;
+mod listing;
 mod refusal;
 mod server;
 #[cfg(test)]
@@ -140,6 +141,7 @@ pub(crate) async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayEr
     let dialect = Arc::new(Mutex::new(Negotiation::default()));
     let in_flight: InFlight = Arc::new(Mutex::new(HashMap::new()));
     let retries: Retries = Arc::new(Mutex::new(RetryStates::default()));
+    let listings: listing::Listings = Arc::default();
     let (out_tx, writer) = spawn_stdout_writer();
     let (server_task, mut server_done) = spawn_server_pump(
         child_out,
@@ -149,6 +151,7 @@ pub(crate) async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayEr
         Arc::clone(&retries),
         link.clone(),
         session_id.clone(),
+        Arc::clone(&listings),
     );
 
     let child_in: ServerInput = Arc::new(tokio::sync::Mutex::new(Some(child_in)));
@@ -164,6 +167,7 @@ pub(crate) async fn serve(home: Home, opts: ServeOptions) -> Result<i32, RelayEr
         session_id: session_id.clone(),
         seq: 0,
         said: HashSet::new(),
+        listings,
     };
     let ended = pump_client(&mut pump, &mut server_done, &mut signals).await;
 
@@ -313,6 +317,8 @@ fn spawn_stdout_writer() -> (mpsc::Sender<Vec<u8>>, JoinHandle<()>) {
 }
 
 /// Starts the server pump; the receiver fires once the server's output has ended.
+// Each pump owns its share of the session; a struct of them would only rename the list.
+#[allow(clippy::too_many_arguments)]
 fn spawn_server_pump(
     child_out: ChildStdout,
     out_tx: mpsc::Sender<Vec<u8>>,
@@ -321,11 +327,12 @@ fn spawn_server_pump(
     retries: Retries,
     link: Link,
     session_id: String,
+    listings: listing::Listings,
 ) -> (JoinHandle<()>, oneshot::Receiver<()>) {
     let (server_done_tx, server_done) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         server::pump_server(
-            child_out, out_tx, dialect, in_flight, retries, link, session_id,
+            child_out, out_tx, dialect, in_flight, retries, link, session_id, listings,
         )
         .await;
         let _ = server_done_tx.send(());

@@ -103,6 +103,8 @@ fn credentialed_command(l: &crate::connector::Launch) -> Result<Command, RelayEr
 
 /// Relays every server line to the client unchanged, watching answers for the negotiated
 /// protocol version and for the outcome of calls in flight.
+// Each pump owns its share of the session; a struct of them would only rename the list.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn pump_server(
     child_out: tokio::process::ChildStdout,
     out_tx: mpsc::Sender<Vec<u8>>,
@@ -111,6 +113,7 @@ pub(super) async fn pump_server(
     retries: Retries,
     link: Link,
     session_id: String,
+    listings: super::listing::Listings,
 ) {
     let mut r = BufReader::with_capacity(64 * 1024, child_out);
     loop {
@@ -141,6 +144,11 @@ pub(super) async fn pump_server(
                         });
                     }
                 }
+                // A tools/list answer is pinned, and forwarded as it came unless hide-denied
+                // names tools to take out (`listing`).
+                let hidden =
+                    super::listing::on_answer(&listings, &link, &session_id, &msg, &line).await;
+                let line = hidden.unwrap_or(line);
                 if out_tx.send(line).await.is_err() {
                     return;
                 }
