@@ -10,6 +10,11 @@ static TARGET: OnceLock<fn(&[u8])> = OnceLock::new();
 
 libfuzzer_sys::fuzz_target!(
     init: {
+        if std::env::var_os("HOLDCALL_FUZZ_LIST").is_some() {
+            let names: Vec<&str> = holdcall::fuzzing::TARGETS.iter().map(|(n, _)| *n).collect();
+            println!("{}", names.join(" "));
+            std::process::exit(0);
+        }
         let name = std::env::var("HOLDCALL_FUZZ_TARGET").unwrap_or_default();
         let Some(f) = holdcall::fuzzing::target(&name) else {
             let names: Vec<&str> = holdcall::fuzzing::TARGETS.iter().map(|(n, _)| *n).collect();
