@@ -136,7 +136,12 @@ fn server_line(data: &[u8]) {
         );
         let _ = crate::mcp::tools::lint(&tool.canonical);
     }
-    let drop: Vec<String> = listing.tools.iter().take(1).map(|t| t.name.clone()).collect();
+    let drop: Vec<String> = listing
+        .tools
+        .iter()
+        .take(1)
+        .map(|t| t.name.clone())
+        .collect();
     if let Some(out) = crate::mcp::tools::without_tools(data, &drop) {
         assert!(
             matches!(one_value(&out), Ok(Some(_))),

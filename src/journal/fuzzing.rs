@@ -113,8 +113,10 @@ pub(crate) fn journal(data: &[u8]) {
     }
     // The chain accepts a previous hash in exactly one spelling: 64 lowercase hex characters.
     let prev = entry.kind.as_str();
-    let one_spelling =
-        prev.len() == 64 && prev.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c));
+    let one_spelling = prev.len() == 64
+        && prev
+            .bytes()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c));
     if entry_hash(prev, &encoded).is_some() != one_spelling {
         panic!("entry_hash accepted or refused the previous hash {prev:?} wrongly");
     }
