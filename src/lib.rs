@@ -64,6 +64,8 @@ mod console;
 mod daemon;
 mod demo;
 mod doctor;
+#[cfg(feature = "fuzz")]
+pub mod fuzzing;
 pub mod holdmap;
 pub mod ids;
 mod ipc;

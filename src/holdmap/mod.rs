@@ -48,3 +48,5 @@ mod wire;
 mod world;
 
 pub use cli::{Cli, HoldmapCommand, run};
+#[cfg(feature = "fuzz")]
+pub(crate) use server::answers_for_fuzzing;

@@ -164,6 +164,44 @@ where
     code
 }
 
+/// The `holdmap` fuzz target's way in (feature `fuzz` only): the answers one session gives to
+/// `lines` (split at `\n`, as the capped reader splits them), through the same `handle_line`,
+/// with no tools (a tool's work runs as a task on the machine, which a fuzz run must not touch)
+/// and a machine that cannot be read.
+#[cfg(feature = "fuzz")]
+pub(crate) fn answers_for_fuzzing(lines: &[u8]) -> Vec<Vec<u8>> {
+    struct NoMachine;
+    impl World for NoMachine {
+        fn observe(&self) -> Result<crate::holdmap::model::Snapshot, String> {
+            Err("a fuzz run reads no machine".to_owned())
+        }
+        fn signal(
+            &self,
+            pid: i32,
+            _start_ticks: u64,
+            _sig: crate::os::signal::Sig,
+        ) -> Result<(), crate::os::signal::SignalError> {
+            Err(crate::os::signal::SignalError::Replaced { pid })
+        }
+        fn alive(&self, _pid: i32, _start_ticks: u64) -> bool {
+            false
+        }
+    }
+    let mut session = Session {
+        world: Arc::new(NoMachine),
+        tools: &[],
+        negotiated: None,
+        handles: Handles::new(),
+        recorder: None,
+        owed: Vec::new(),
+    };
+    let mut work = Work::default();
+    lines
+        .split_inclusive(|b| *b == b'\n')
+        .filter_map(|line| session.handle_line(line, &mut work))
+        .collect()
+}
+
 /// Writes one line and flushes it. An error means the client closed our output.
 async fn write<W: AsyncWrite + Unpin>(output: &mut W, line: &[u8]) -> std::io::Result<()> {
     let written = async {

@@ -24,6 +24,8 @@
 mod encoding;
 mod error;
 mod files;
+#[cfg(feature = "fuzz")]
+pub(crate) mod fuzzing;
 mod in_force;
 mod pins;
 mod reader;
