@@ -6,7 +6,7 @@
 //! `HOLDCALL_CRASH_ROUNDS` sets the number of rounds (50 by default; `tools/crash --rounds N`
 //! for the long run) and `HOLDCALL_CRASH_SEED` replays the rounds of a printed seed.
 
-use crate::common::evidence::{Rng, digest};
+use crate::common::evidence::{Rng, count_from_env, digest, seed_from_env};
 use crate::common::*;
 use std::collections::HashSet;
 use std::io::Write;
@@ -244,20 +244,8 @@ fn round(env: &Env, journal: &mut Journal, rng: &mut Rng, round: usize, totals: 
 
 #[test]
 fn no_acknowledged_or_forwarded_call_is_lost_when_the_daemon_is_killed_at_random_points() {
-    let rounds: usize = std::env::var("HOLDCALL_CRASH_ROUNDS")
-        .ok()
-        .map(|n| n.parse().expect("HOLDCALL_CRASH_ROUNDS is a number"))
-        .unwrap_or(50);
-    let seed: u64 = std::env::var("HOLDCALL_CRASH_SEED")
-        .ok()
-        .map(|n| n.parse().expect("HOLDCALL_CRASH_SEED is a number"))
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
+    let rounds = count_from_env("HOLDCALL_CRASH_ROUNDS", 50);
+    let seed = seed_from_env("HOLDCALL_CRASH_SEED");
     eprintln!("crash: {rounds} rounds, HOLDCALL_CRASH_SEED={seed}");
     let started = std::time::Instant::now();
     let env = Env::fast();

@@ -17,7 +17,7 @@
 //! cache, reordering within a sync interval, torn sectors of the database file, directory
 //! entries) is in docs/faults.md.
 
-use crate::common::evidence::{Rng, digest};
+use crate::common::evidence::{Rng, count_from_env, digest, seed_from_env};
 use crate::common::shim::Shim;
 use crate::common::*;
 use std::collections::{BTreeSet, HashSet};
@@ -344,20 +344,8 @@ fn check_image(
 /// One run: the daemon under the shim with `durability`, the relays' calls, a SIGKILL, then
 /// every cut point's image checked.
 fn run(durability: &str) -> Option<Outcome> {
-    let cuts: usize = std::env::var("HOLDCALL_POWER_CUTS")
-        .ok()
-        .map(|n| n.parse().expect("HOLDCALL_POWER_CUTS is a number"))
-        .unwrap_or(200);
-    let seed: u64 = std::env::var("HOLDCALL_POWER_SEED")
-        .ok()
-        .map(|n| n.parse().expect("HOLDCALL_POWER_SEED is a number"))
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
+    let cuts = count_from_env("HOLDCALL_POWER_CUTS", 200);
+    let seed = seed_from_env("HOLDCALL_POWER_SEED");
     let started = std::time::Instant::now();
     let env = Env::new();
     env.write_config(&format!("[journal]\ndurability = \"{durability}\"\n"));

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use rusqlite::{Connection, Transaction, params};
 
 use super::JournalError;
-use super::encoding::{Fields, Kind, now_rfc3339};
+use super::encoding::{Entry, Fields, Kind, now_rfc3339};
 use super::writer::{Journal, insert_entries};
 use crate::mcp::tools::{ToolDefinition, diff};
 
@@ -243,11 +243,6 @@ impl Journal {
         tools: &[ToolDefinition],
         complete: bool,
     ) -> Result<ListingRecorded, JournalError> {
-        let path = self.path.clone();
-        let write_err = |source| JournalError::Write {
-            path: path.clone(),
-            source,
-        };
         let old = read_pins(&self.conn, Some(connector)).map_err(self.read_err())?;
         let (rows, items, first_seen) =
             listing_changes(connector, session_id, &old, tools, complete, &now_rfc3339());
@@ -257,23 +252,35 @@ impl Journal {
                 pins: old,
             });
         }
-        let result = (|| {
-            let tx = self
-                .conn
-                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-                .map_err(write_err)?;
-            for p in &rows {
-                write_pin(&tx, p).map_err(write_err)?;
-            }
-            let entries = insert_entries(&tx, &self.path, &self.genesis, items)?;
-            tx.commit().map_err(write_err)?;
-            Ok(entries)
-        })();
+        let result = self.write_pins_with(&rows, items);
         self.settle(result, |_| ())?;
         Ok(ListingRecorded {
             first_seen,
             pins: self.pins(Some(connector))?,
         })
+    }
+
+    /// Writes `rows` to `tool_pins` and appends `items` to the journal in ONE transaction.
+    fn write_pins_with(
+        &mut self,
+        rows: &[PinRow],
+        items: Vec<(Kind, Fields)>,
+    ) -> Result<Vec<Entry>, JournalError> {
+        let path = self.path.clone();
+        let write_err = |source| JournalError::Write {
+            path: path.clone(),
+            source,
+        };
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(write_err)?;
+        for p in rows {
+            write_pin(&tx, p).map_err(write_err)?;
+        }
+        let entries = insert_entries(&tx, &self.path, &self.genesis, items)?;
+        tx.commit().map_err(write_err)?;
+        Ok(entries)
     }
 
     /// Re-pins the changed tools of `connector` (only `tool`, if named) to the definition last
@@ -283,11 +290,6 @@ impl Journal {
         connector: &str,
         tool: Option<&str>,
     ) -> Result<(Vec<Accepted>, Vec<PinRow>), JournalError> {
-        let path = self.path.clone();
-        let write_err = |source| JournalError::Write {
-            path: path.clone(),
-            source,
-        };
         let old = read_pins(&self.conn, Some(connector)).map_err(self.read_err())?;
         if let Some(t) = tool
             && !old.iter().any(|p| p.tool == t)
@@ -326,18 +328,7 @@ impl Journal {
         if items.is_empty() {
             return Ok((accepted, old));
         }
-        let result = (|| {
-            let tx = self
-                .conn
-                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-                .map_err(write_err)?;
-            for p in &rows {
-                write_pin(&tx, p).map_err(write_err)?;
-            }
-            let entries = insert_entries(&tx, &self.path, &self.genesis, items)?;
-            tx.commit().map_err(write_err)?;
-            Ok(entries)
-        })();
+        let result = self.write_pins_with(&rows, items);
         let entries = self.settle(result, |e| e)?;
         for (a, e) in accepted.iter_mut().zip(entries) {
             a.chain_seq = e.chain_seq;

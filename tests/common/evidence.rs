@@ -14,6 +14,28 @@ impl Rng {
     }
 }
 
+/// The count in environment variable `name`, or `default` when it is not set.
+pub(crate) fn count_from_env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .map(|n| n.parse().unwrap_or_else(|_| panic!("{name} is a number")))
+        .unwrap_or(default)
+}
+
+/// The seed in environment variable `name` (to replay a printed run), or a fresh odd one.
+pub(crate) fn seed_from_env(name: &str) -> u64 {
+    std::env::var(name)
+        .ok()
+        .map(|n| n.parse().unwrap_or_else(|_| panic!("{name} is a number")))
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        })
+}
+
 /// SHA-256 in lower-case hex of a call's `arguments` bytes exactly as sent: what the relay
 /// puts in `args_digest` (src/relay/classify.rs) and the journal stores, computed here on its
 /// own so a relay that digested other bytes would be caught.

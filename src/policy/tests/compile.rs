@@ -442,6 +442,24 @@ fn varied_texts() -> Vec<String> {
     texts
 }
 
+/// Each text stored under its own `@id`, in the order given.
+fn stored_in_order(texts: &[String]) -> Vec<StoredPolicy> {
+    texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let id = match cedar_policy::Policy::parse(None, t)
+                .ok()
+                .and_then(|p| p.annotation("id").map(str::to_string))
+            {
+                Some(id) => id,
+                None => panic!("{t} has no id"),
+            };
+            raw(i as i64 + 1, &id, t)
+        })
+        .collect()
+}
+
 #[test]
 fn parsing_a_set_in_one_pass_gives_each_policy_its_text_alone_gives() {
     let texts = varied_texts();
@@ -489,21 +507,7 @@ fn a_policy_ending_in_a_comment_still_compiles_in_a_set() {
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     // The one-pass parse cannot vouch for this text, so each is parsed alone.
     assert!(crate::policy::compile::parse_together(&refs).is_none());
-    let stored: Vec<StoredPolicy> = texts
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            let id = match cedar_policy::Policy::parse(None, t)
-                .ok()
-                .and_then(|p| p.annotation("id").map(str::to_string))
-            {
-                Some(id) => id,
-                None => panic!("{t} has no id"),
-            };
-            raw(i as i64 + 1, &id, t)
-        })
-        .collect();
-    let set = compile(&stored);
+    let set = compile(&stored_in_order(&texts));
     assert_eq!(set.info().len(), texts.len());
 }
 
@@ -513,20 +517,7 @@ fn validating_a_set_at_once_refuses_exactly_what_validating_each_alone_refuses()
     // the rest of the set is clean, so only the exact check of the one policy can word it.
     let guarded = "@id(\"guarded\")\n@holdcall_effect(\"deny\")\nforbid (principal, action, resource)\n\
                    when { context.arguments has path && context.nosuch == 1 };";
-    let mut set: Vec<StoredPolicy> = varied_texts()
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            let id = match cedar_policy::Policy::parse(None, t)
-                .ok()
-                .and_then(|p| p.annotation("id").map(str::to_string))
-            {
-                Some(id) => id,
-                None => panic!("{t} has no id"),
-            };
-            raw(i as i64 + 1, &id, t)
-        })
-        .collect();
+    let mut set = stored_in_order(&varied_texts());
     // The clean set compiles, every policy cleared by the one validation of the whole set.
     assert_eq!(compile(&set).info().len(), set.len());
     set.push(raw(100, "guarded", guarded));
