@@ -59,6 +59,16 @@ fn in_table(table: &[(u32, u32)], c: char) -> bool {
 /// DEL, C1), every space but U+0020 and the line and paragraph separators, the [`INVISIBLE`]
 /// table (format characters and default ignorables), private use and noncharacters.
 pub fn invisible(c: char) -> bool {
+    // ASCII, most of any text, at the cost of one comparison: only its controls (C0 and DEL,
+    // which include its spaces but U+0020) are invisible; no table entry or range below is
+    // ASCII (checked by `every_ascii_character_is_judged_as_the_full_rule_judges_it`).
+    if c.is_ascii() {
+        return c.is_ascii_control();
+    }
+    invisible_beyond_ascii(c)
+}
+
+fn invisible_beyond_ascii(c: char) -> bool {
     c.is_control() // C0, DEL, C1
         || (c.is_whitespace() && c != ' ') // other spaces, U+2028, U+2029
         || in_table(INVISIBLE, c)
@@ -328,6 +338,18 @@ mod tests {
         }
         for n in [0xfffe, 0xffff, 0x1fffe, 0x10ffff] {
             assert!(hidden(char::from_u32(n).unwrap()), "U+{n:04X}");
+        }
+    }
+
+    #[test]
+    fn every_ascii_character_is_judged_as_the_full_rule_judges_it() {
+        for c in (0u8..=0x7f).map(char::from) {
+            assert_eq!(
+                invisible(c),
+                invisible_beyond_ascii(c),
+                "U+{:04X}",
+                c as u32
+            );
         }
     }
 
