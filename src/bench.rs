@@ -105,7 +105,9 @@ struct Relay {
 
 impl Relay {
     async fn open(home: &Home, n: usize, connector: &str) -> Result<Relay, BenchError> {
-        let mut conn = ipc::connect_or_start(home).await?.session();
+        let mut conn = ipc::connect_or_start(home, crate::limits::DAEMON_READY_TIMEOUT)
+            .await?
+            .session();
         let session_id = session_id(n);
         let started = conn
             .call(

@@ -55,8 +55,21 @@ pub(crate) const CONNECTOR_FROM_CHARS_MAX: usize = 512;
 /// itself stops at 128; a deeper line is an attack, not a tool call.
 pub(crate) const JSON_DEPTH_MAX: usize = 128;
 
-/// How long a relay or CLI waits for a daemon it started to answer.
+/// How long a relay or CLI waits for a daemon to take this home's lock after none held it (a
+/// daemon it started, or one starting beside it), and how long `daemon stop` waits for one to
+/// let go of it.
 pub const DAEMON_START_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a CLI command (and `tools/bench`) waits for a daemon that holds this home's lock to
+/// listen: a daemon compiling 10,000 rules takes 1–2 s on 2 loaded cores, and a long journal
+/// on a busy disk adds to it (the crash harness saw 5.7 s). The holder's death ends the wait at
+/// once, with its log's last line.
+pub const DAEMON_READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The same bound for a relay, which waits before its server starts: the client times that
+/// start (Codex gives an MCP server 10 s by default, `startup_timeout_sec`), so the relay must
+/// start its server, refusing every call, before the client gives up on it.
+pub const RELAY_DAEMON_READY_TIMEOUT: Duration = Duration::from_secs(8);
 
 /// How often the daemon checks that its socket path still names the socket it bound (issue 12,
 /// item 4: a removed or replaced socket left a daemon nobody could reach or stop). One `lstat`
@@ -93,6 +106,8 @@ pub const LOG_DEFAULT_LIMIT: usize = 50;
 const _: () = assert!(ARGUMENTS_BYTES_MAX <= SOCKET_LINE_BYTES_MAX / 2);
 const _: () = assert!(TOOLS_LISTING_BYTES_MAX * 2 + 64 * 1024 < SOCKET_LINE_BYTES_MAX);
 const _: () = assert!(SOCKET_CHECK_INTERVAL.as_millis() * 3 <= DAEMON_START_TIMEOUT.as_millis());
+const _: () = assert!(DAEMON_START_TIMEOUT.as_millis() <= RELAY_DAEMON_READY_TIMEOUT.as_millis());
+const _: () = assert!(RELAY_DAEMON_READY_TIMEOUT.as_millis() <= DAEMON_READY_TIMEOUT.as_millis());
 const _: () = assert!(ARGUMENTS_BYTES_MAX < FRAME_BYTES_MAX);
 const _: () = assert!(TOOL_NAME_BYTES_MAX < ARGUMENTS_BYTES_MAX);
 

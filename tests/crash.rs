@@ -85,7 +85,7 @@ impl Journal {
 }
 
 /// How long the harness waits for a daemon whose start outlasted `holdcall daemon start`'s own
-/// bound (`limits::DAEMON_START_TIMEOUT`): a loaded machine, a long journal. The harness tests
+/// bound (`limits::DAEMON_READY_TIMEOUT`): a loaded machine, a long journal. The harness tests
 /// what a kill loses, not how fast a start is (tools/bench measures that).
 const SLOW_START_PATIENCE: std::time::Duration = std::time::Duration::from_secs(120);
 

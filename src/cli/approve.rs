@@ -43,7 +43,7 @@ pub(super) fn approve_list(watch: bool, json: bool) -> Result<i32, CliError> {
     let (home, _) = home_and_config()?;
     let rt = ipc::current_thread()?;
     rt.block_on(async {
-        let mut conn = ipc::connect_or_start(&home).await?.manage();
+        let mut conn = ipc::connect_or_start(&home, crate::limits::DAEMON_READY_TIMEOUT).await?.manage();
         let req = if watch {
             ManageRequest::ApprovalWatch
         } else {

@@ -98,7 +98,10 @@ fn connector_set(
     let (home, _) = home_and_config()?;
     let rt = ipc::current_thread()?;
     let mut conn = rt
-        .block_on(ipc::connect_or_start(&home))
+        .block_on(ipc::connect_or_start(
+            &home,
+            crate::limits::DAEMON_READY_TIMEOUT,
+        ))
         .map_err(|e| match e {
             WireError::NotVerified { socket, why } => CliError::SecretNotSent { socket, why },
             other => CliError::Wire(other),

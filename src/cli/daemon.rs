@@ -60,7 +60,7 @@ pub(super) fn daemon_cmd(action: DaemonCmd) -> Result<i32, CliError> {
                         limits::DAEMON_HELLO_TIMEOUT
                     ))),
                     Probe::NotRunning => {
-                        ipc::connect_or_start(&home).await?;
+                        ipc::connect_or_start(&home, crate::limits::DAEMON_READY_TIMEOUT).await?;
                         println!("the daemon is running ({})", home.socket_path().display());
                         Ok(0)
                     }
@@ -75,7 +75,7 @@ pub(super) fn daemon_cmd(action: DaemonCmd) -> Result<i32, CliError> {
             let rt = ipc::current_thread()?;
             rt.block_on(async {
                 stop_daemon(&home).await?;
-                ipc::connect_or_start(&home).await?;
+                ipc::connect_or_start(&home, crate::limits::DAEMON_READY_TIMEOUT).await?;
                 println!(
                     "holdcall: daemon restarted and answering at {}",
                     home.socket_path().display()

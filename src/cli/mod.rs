@@ -237,7 +237,9 @@ pub(super) fn ask_daemon_within(
     let (home, _) = home_and_config()?;
     let rt = ipc::current_thread()?;
     rt.block_on(async {
-        let mut conn = ipc::connect_or_start(&home).await?.manage();
+        let mut conn = ipc::connect_or_start(&home, crate::limits::DAEMON_READY_TIMEOUT)
+            .await?
+            .manage();
         match conn.call(&req, timeout).await {
             Ok(ManageResponse::Error { message }) => Err(CliError::Refused(message)),
             Ok(other) => Ok(other),

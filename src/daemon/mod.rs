@@ -235,6 +235,26 @@ fn stored(rows: &[PolicyRow]) -> Vec<StoredPolicy> {
         .collect()
 }
 
+/// Debug builds only: holds the daemon between taking its lock and listening for the given
+/// milliseconds, as a start compiling many rules on a loaded machine is, so the tests of
+/// those who wait for a starting daemon (`ipc::connect_or_start`) need no such machine.
+async fn slow_start_for_tests(var: Option<String>) {
+    let Some(raw) = var else {
+        return;
+    };
+    if !cfg!(debug_assertions) {
+        tracing::warn!("HOLDCALL_TEST_START_DELAY_MS is set and ignored: this is a release build");
+        return;
+    }
+    match raw.parse::<u64>() {
+        Ok(ms) => {
+            tracing::warn!("debug build: listening {ms} ms late (HOLDCALL_TEST_START_DELAY_MS)");
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
+        Err(_) => tracing::warn!("HOLDCALL_TEST_START_DELAY_MS {raw:?} is not a number; ignored"),
+    }
+}
+
 /// Runs the daemon for `home` until SIGTERM, SIGINT or `holdcall daemon stop`.
 pub(crate) async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
     home.prepare()?;
@@ -250,6 +270,7 @@ pub(crate) async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
     // The locked file, to notice one removed or replaced behind our back (`rm daemon.*`): a
     // new daemon would lock the new file and serve this home beside us.
     let lock_identity = lock.identity();
+    slow_start_for_tests(std::env::var("HOLDCALL_TEST_START_DELAY_MS").ok()).await;
 
     let db = home.db_path();
     let has_entries = journal::journal_has_entries(&db)?;

@@ -319,14 +319,20 @@ pub(crate) async fn connect(home: &Home) -> Result<Conn, WireError> {
 /// A daemon that holds the home's lock but is not (yet, or for the moment) listening is never
 /// doubled: nothing is started while the lock is held, and its socket is waited for — it
 /// listens once it has opened the journal, and puts back a socket removed behind its back
-/// within `limits::SOCKET_CHECK_INTERVAL`.
-pub(crate) async fn connect_or_start(home: &Home) -> Result<Conn, WireError> {
+/// within `limits::SOCKET_CHECK_INTERVAL`. Its readiness is its socket answering; while a
+/// process holds the lock it is waited for up to `ready_within` (`limits::DAEMON_READY_TIMEOUT`
+/// for a command a person runs, `limits::RELAY_DAEMON_READY_TIMEOUT` for a relay, whose client
+/// times its start), so a daemon compiling many rules is not given up on while it starts.
+pub(crate) async fn connect_or_start(
+    home: &Home,
+    ready_within: Duration,
+) -> Result<Conn, WireError> {
     match connect(home).await {
         Err(WireError::NoDaemon { .. }) => {}
         other => return other,
     }
     let mut child: Option<std::process::Child> = None;
-    let deadline = Instant::now() + limits::DAEMON_START_TIMEOUT;
+    let began = Instant::now();
     let result = loop {
         match connect(home).await {
             Err(WireError::NoDaemon { socket, .. }) => {
@@ -350,17 +356,25 @@ pub(crate) async fn connect_or_start(home: &Home) -> Result<Conn, WireError> {
                 if child.is_none() && holder.is_none() {
                     child = Some(start_daemon(home)?);
                 }
-                if Instant::now() >= deadline {
+                // A live holder of this home's lock is a daemon on its way to listening (the
+                // kernel drops the lock with its holder): it is waited for up to the caller's
+                // bound. With no holder, nothing is starting; that is given up on sooner.
+                let bound = if holder.is_some() {
+                    ready_within
+                } else {
+                    ready_within.min(limits::DAEMON_START_TIMEOUT)
+                };
+                if began.elapsed() >= bound {
                     break Err(WireError::Start(match holder {
                         Some(pid) => format!(
-                            "the daemon of this home (pid {pid}, holder of {}) did not answer on {socket} within {:?}; see {}",
+                            "the daemon of this home (pid {pid}, holder of {}) did not listen on {socket} within {:?}, the longest this waits for a daemon to start; see {}",
                             home.lock_path().display(),
-                            limits::DAEMON_START_TIMEOUT,
+                            bound,
                             home.daemon_log_path().display()
                         ),
                         None => format!(
-                            "it did not start listening on {socket} within {:?}; see {}",
-                            limits::DAEMON_START_TIMEOUT,
+                            "no daemon took this home's lock or listened on {socket} within {:?}; see {}",
+                            bound,
                             home.daemon_log_path().display()
                         ),
                     }));

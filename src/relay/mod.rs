@@ -235,7 +235,12 @@ impl Signals {
 /// The link to the home's daemon, started if need be. Without one the link is dead from the
 /// start, and says why in every refusal.
 async fn connect(home: &Home, session_id: &str) -> Link {
-    let (conn, no_daemon) = match ipc::connect_or_start(home).await {
+    let (conn, no_daemon) = match ipc::connect_or_start(
+        home,
+        crate::limits::RELAY_DAEMON_READY_TIMEOUT,
+    )
+    .await
+    {
         Ok(c) => (Some(c.session()), None),
         Err(e) => {
             eprintln!("holdcall: no daemon to decide calls: {e}");
