@@ -36,6 +36,7 @@ use holdcall::relay::classify;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+mod handoffs;
 mod holdmap_ports;
 mod leak;
 
@@ -108,6 +109,35 @@ const TARGET_VERIFY_PER_S: f64 = 1_000_000.0;
 const TARGET_RELAY_START_MS: f64 = 10.0;
 /// Relay peak RSS (MiB).
 const TARGET_RELAY_RSS_MIB: f64 = 8.0;
+
+// Issue 18: the decision path against its floors, each a ratio measured in the same run.
+
+/// The section of the table that holds issue 18's ratios not already on another row.
+const S18: &str = "issue 18: ratios against floors of the same run";
+/// Added end-to-end latency p50 (process), as a multiple of its floor: 2 × the direct call's
+/// p50 + socket round trip p50 + WAL NORMAL commit p50 + `decide` (10 rules) p50.
+const T18_ADDED_P50_VS_FLOOR: f64 = 2.0;
+/// The same at p99, against the same floor built from p99s.
+const T18_ADDED_P99_VS_FLOOR: f64 = 3.0;
+/// Power-durability decision p99 as a multiple of the raw fdatasync p99.
+const T18_POWER_P99_VS_FDATASYNC: f64 = 1.5;
+/// `decide` with 10 rules, p50, as a multiple of one Cedar `is_authorized` over a one-policy set.
+const T18_DECIDE_VS_ONE_CALL: f64 = 3.0;
+/// Passthrough of 512 KiB frames, relayed over direct, each direction.
+const T18_PASSTHROUGH_VS_DIRECT: f64 = 0.9;
+/// Sequential calls whose thread hand-offs are counted (after the timed ones, so reading
+/// `/proc` does not touch the timings).
+const HANDOFF_CALLS: usize = 500;
+
+fn ratio_row(
+    name: impl Into<String>,
+    value: f64,
+    floor_name: &str,
+    floor: f64,
+    unit: &'static str,
+) -> Row {
+    Row::value(S18, name, unit, value).floor(floor_name.to_string(), floor)
+}
 
 // ---------------------------------------------------------------------------------------------
 // Statistics and rows
@@ -853,8 +883,48 @@ fn time_decide(set: &PolicySet, req: &CallRequest<'_>, want: Effect, evals: usiz
     stats(&mut out, 1_000.0)
 }
 
-fn policy_eval(b: &Bench, rows: &mut Vec<Row>) {
+/// One Cedar `is_authorized` over a set of one policy that matches, the request and entities
+/// built once (µs): what `decide` can cost at the very least.
+fn time_one_is_authorized(evals: usize) -> Stats {
+    use cedar_policy::{Authorizer, Context, Entities, EntityUid, PolicySet as CedarSet, Request};
+    let set: CedarSet = r#"permit(principal, action, resource == Tool::"bench/echo");"#
+        .parse()
+        .unwrap();
+    let uid = |t: &str| -> EntityUid { t.parse().unwrap() };
+    let request = Request::new(
+        uid(r#"Agent::"""#),
+        uid(r#"Action::"call""#),
+        uid(r#"Tool::"bench/echo""#),
+        Context::empty(),
+        None,
+    )
+    .unwrap();
+    let entities = Entities::empty();
+    let authorizer = Authorizer::new();
+    for _ in 0..evals / 10 {
+        std::hint::black_box(authorizer.is_authorized(&request, &set, &entities));
+    }
+    let mut out = Vec::with_capacity(evals);
+    for _ in 0..evals {
+        let t0 = Instant::now();
+        let r = authorizer.is_authorized(std::hint::black_box(&request), &set, &entities);
+        out.push(ns(t0.elapsed()));
+        assert_eq!(r.decision(), cedar_policy::Decision::Allow);
+    }
+    stats(&mut out, 1_000.0)
+}
+
+/// Times `PolicySet::decide`; returns its 10-rule allow path (µs) for the end-to-end floor.
+fn policy_eval(b: &Bench, rows: &mut Vec<Row>, t18: &mut Vec<Row>) -> Stats {
     eprintln!("bench: policy evaluation");
+    let one = time_one_is_authorized(b.n(POLICY_EVALS));
+    rows.push(Row::latency(
+        "policy evaluation (PolicySet::decide, in process; 2 Cedar calls per non-empty bucket)",
+        "floor: one Cedar is_authorized, a one-policy set, request and entities built once",
+        "µs",
+        one,
+    ));
+    let mut decide10 = one;
     let s = "policy evaluation (PolicySet::decide, in process; 2 Cedar calls per non-empty bucket)";
     let allow = CallRequest {
         agent: None,
@@ -875,6 +945,22 @@ fn policy_eval(b: &Bench, rows: &mut Vec<Row>) {
             ("deny", &deny, Effect::Deny),
         ] {
             let st = time_decide(&set, req, want, b.n(POLICY_EVALS));
+            if n == RULE_COUNTS[0] && path == "allow" {
+                decide10 = st;
+                t18.push(
+                    ratio_row(
+                        format!("decide, {n} rules, allow path, p50"),
+                        st.p50,
+                        "one is_authorized over a one-policy set, p50",
+                        one.p50,
+                        "µs",
+                    )
+                    .target(
+                        format!("≤ {T18_DECIDE_VS_ONE_CALL}x its floor"),
+                        st.p50 <= T18_DECIDE_VS_ONE_CALL * one.p50,
+                    ),
+                );
+            }
             let mut row = Row::latency(s, format!("{n} rules, {path} path"), "µs", st);
             if n == 10_000 {
                 row = row.target(
@@ -911,6 +997,7 @@ fn policy_eval(b: &Bench, rows: &mut Vec<Row>) {
         )
         .note("no target: the resource index cannot narrow rules that differ only by agent"),
     );
+    decide10
 }
 
 /// Text with an escape every 14 bytes or so: quotes, newlines, tabs and a `\u` escape.
@@ -1029,7 +1116,7 @@ fn decision_stats(v: &Value) -> Stats {
     }
 }
 
-fn decisions(b: &Bench, f: &Floors, rows: &mut Vec<Row>) {
+fn decisions(b: &Bench, f: &Floors, rows: &mut Vec<Row>, t18: &mut Vec<Row>) {
     for durability in [Durability::Process, Durability::Power] {
         let (word, s) = match durability {
             Durability::Process => (
@@ -1087,6 +1174,21 @@ fn decisions(b: &Bench, f: &Floors, rows: &mut Vec<Row>) {
                         if concurrent {
                             row
                         } else {
+                            if n == RULE_COUNTS[0] {
+                                t18.push(
+                                    ratio_row(
+                                        format!("decision, power, 1 relay, {n} rules, p99"),
+                                        st.p99,
+                                        "raw 4 KiB append + fdatasync p99",
+                                        f.fdatasync.p99,
+                                        "µs",
+                                    )
+                                    .target(
+                                        format!("≤ {T18_POWER_P99_VS_FDATASYNC}x its floor"),
+                                        st.p99 <= T18_POWER_P99_VS_FDATASYNC * f.fdatasync.p99,
+                                    ),
+                                );
+                            }
                             row.target(
                                 format!("p99 ≤ {TARGET_POWER_P99_VS_FDATASYNC}x fdatasync p99"),
                                 st.p99 <= TARGET_POWER_P99_VS_FDATASYNC * f.fdatasync.p99,
@@ -1207,6 +1309,34 @@ fn server_cmd(b: &Bench, home: &Path) -> Command {
 }
 
 /// Sequential echo calls; each timed from writing the line to reading its answer (µs).
+/// Voluntary context switches per call of the relay, its server and the daemon, over
+/// `HANDOFF_CALLS` sequential allowed calls on a relay already warm (see `handoffs`).
+fn count_handoffs(b: &Bench, home: &Path, relayed: &mut Peer, word: &str, t18: &mut Vec<Row>) {
+    let relay = relayed.pid();
+    let server = handoffs::children(relay);
+    let daemon = b.daemon_pid(home) as u32;
+    let mut pids = vec![relay, daemon];
+    pids.extend(&server);
+    let calls = b.n(HANDOFF_CALLS);
+    let before = handoffs::snapshot(&pids);
+    for i in 0..calls {
+        relayed.send(&echo_call(1_000_000 + i));
+        relayed.recv();
+    }
+    let after = handoffs::snapshot(&pids);
+    let each = handoffs::per_call(&before, &after, calls);
+    let server_each: f64 = each.iter().skip(2).sum();
+    let (r, d) = (
+        each.first().copied().unwrap_or(f64::NAN),
+        each.get(1).copied().unwrap_or(f64::NAN),
+    );
+    t18.push(
+        Row::value(S18, format!("thread hand-offs per allowed call, {word}: relay + daemon"), "switches", r + d).note(format!(
+            "voluntary context switches per call over {calls} calls: relay {r:.2}, daemon {d:.2}; the server {server_each:.2} (the same direct)"
+        )),
+    );
+}
+
 fn time_calls(p: &mut Peer, calls: usize, warmup: usize) -> Stats {
     p.send(INITIALIZE);
     p.recv();
@@ -1314,7 +1444,7 @@ fn time_downstream(p: &mut Peer, frames: usize) -> f64 {
     bytes as f64 / t0.elapsed().as_secs_f64() / 1e6
 }
 
-fn end_to_end(b: &Bench, rows: &mut Vec<Row>) {
+fn end_to_end(b: &Bench, f: &Floors, decide10: Stats, rows: &mut Vec<Row>, t18: &mut Vec<Row>) {
     let rules = rules(RULE_COUNTS[0]);
     for durability in [Durability::Process, Durability::Power] {
         let word = match durability {
@@ -1336,6 +1466,9 @@ fn end_to_end(b: &Bench, rows: &mut Vec<Row>) {
         let (mut relayed, _) = Peer::spawn(relay_cmd(b, &home));
         let r = time_calls(&mut relayed, calls, warmup);
         let relay_rss = proc_kib(relayed.pid(), "VmHWM").unwrap_or(f64::NAN);
+        if handoffs::countable() {
+            count_handoffs(b, &home, &mut relayed, word, t18);
+        }
         relayed.finish();
 
         rows.push(Row::latency(
@@ -1371,6 +1504,38 @@ fn end_to_end(b: &Bench, rows: &mut Vec<Row>) {
             row = row.target(
                 format!("p50 ≤ {TARGET_ADDED_P50_MS} ms"),
                 added.p50 <= TARGET_ADDED_P50_MS,
+            );
+            // Issue 18's floor: the call still crosses two pipes each way (client → relay →
+            // server), one socket round trip, one commit and one decision.
+            let floor = |d: f64, sock: f64, wal: f64, dec: f64| 2.0 * d + sock + wal + dec;
+            let floor50 = floor(d.p50, f.socket_rt.p50, f.wal_normal.p50, decide10.p50) / 1e3;
+            let floor99 = floor(d.p99, f.socket_rt.p99, f.wal_normal.p99, decide10.p99) / 1e3;
+            let why = "2 × direct call + socket round trip + WAL NORMAL commit + decide (10 rules)";
+            t18.push(
+                ratio_row(
+                    "added by the relay, process, p50",
+                    added.p50,
+                    &format!("{why}, p50s"),
+                    floor50,
+                    "ms",
+                )
+                .target(
+                    format!("≤ {T18_ADDED_P50_VS_FLOOR}x its floor"),
+                    added.p50 <= T18_ADDED_P50_VS_FLOOR * floor50,
+                ),
+            );
+            t18.push(
+                ratio_row(
+                    "added by the relay, process, p99",
+                    added.p99,
+                    &format!("{why}, p99s"),
+                    floor99,
+                    "ms",
+                )
+                .target(
+                    format!("≤ {T18_ADDED_P99_VS_FLOOR}x its floor"),
+                    added.p99 <= T18_ADDED_P99_VS_FLOOR * floor99,
+                ),
             );
         }
         rows.push(row);
@@ -1429,6 +1594,24 @@ fn end_to_end(b: &Bench, rows: &mut Vec<Row>) {
             let down = time_downstream(&mut relayed, frames);
             let big_rss = proc_kib(relayed.pid(), "VmHWM").unwrap_or(f64::NAN);
             relayed.finish();
+            for (way, relayed, direct) in [
+                ("client -> server, notifications", up, up_direct),
+                ("server -> client, answers", down, down_direct),
+            ] {
+                t18.push(
+                    ratio_row(
+                        format!("passthrough of 512 KiB frames, {way}"),
+                        relayed,
+                        "the same frames direct",
+                        direct,
+                        "MB/s",
+                    )
+                    .target(
+                        format!("≥ {T18_PASSTHROUGH_VS_DIRECT}x direct"),
+                        relayed >= T18_PASSTHROUGH_VS_DIRECT * direct,
+                    ),
+                );
+            }
             let s = "passthrough, 512 KiB frames, durability=process";
             rows.push(
                 Row::value(
@@ -1727,7 +1910,7 @@ fn main() {
     let mut rustc = String::new();
     let mut args = std::env::args().skip(1);
     let mut bench_mode = false;
-    // `--only listing`, `leak`, `verify` or `start`: that group alone (with the floors), to try it; the full run
+    // `--only listing`, `leak`, `verify`, `start`, `decide` or `e2e` (decide, then end to end): that group alone (with the floors), to try it; the full run
     // is what docs/benchmarks.md quotes.
     let mut only: Option<String> = None;
     while let Some(a) = args.next() {
@@ -1772,28 +1955,35 @@ fn main() {
     let machine = machine(b.work.path(), build_seconds, &rustc);
 
     let mut rows = Vec::new();
+    let mut t18 = Vec::new();
     let load_before = read("/proc/loadavg").trim().to_string();
     let f = floors(&b, &mut rows);
     if only.as_deref() == Some("listing") {
         listing(&b, &mut rows);
     } else if only.as_deref() == Some("verify") {
         verify(&b, &mut rows);
+    } else if only.as_deref() == Some("decide") {
+        policy_eval(&b, &mut rows, &mut t18);
+    } else if only.as_deref() == Some("e2e") {
+        let decide10 = policy_eval(&b, &mut rows, &mut t18);
+        end_to_end(&b, &f, decide10, &mut rows, &mut t18);
     } else if only.as_deref() == Some("start") {
         daemon_start(&b, &mut rows);
     } else if only.as_deref() == Some("leak") {
         leak::leak_check(&b, &mut rows);
     } else {
         journal_append(&b, &f, &mut rows);
-        policy_eval(&b, &mut rows);
+        let decide10 = policy_eval(&b, &mut rows, &mut t18);
         framing(&b, &mut rows);
-        decisions(&b, &f, &mut rows);
-        end_to_end(&b, &mut rows);
+        decisions(&b, &f, &mut rows, &mut t18);
+        end_to_end(&b, &f, decide10, &mut rows, &mut t18);
         listing(&b, &mut rows);
         leak::leak_check(&b, &mut rows);
         daemon_start(&b, &mut rows);
         verify(&b, &mut rows);
         holdmap_ports::list_ports(&b, &mut rows);
     }
+    rows.append(&mut t18);
     let run_seconds = started.elapsed().as_secs_f64();
     let load_after = read("/proc/loadavg").trim().to_string();
 

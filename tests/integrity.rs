@@ -238,6 +238,13 @@ const TAMPERS: &[Tamper] = &[
         named: "rule rule-1: its text",
     },
     Tamper {
+        // Its text still the journal's: only the id column says otherwise (the check that
+        // reads no text's id when the texts agree must still see it; issue 18).
+        what: "a renamed rule",
+        sql: "UPDATE policies SET id = 'rule-7' WHERE id = 'rule-1'",
+        named: "rule rule-1 is missing",
+    },
+    Tamper {
         what: "an inserted rule",
         sql: "INSERT INTO policies (seq, id, source, text, effect, specificity, created_at) \
               VALUES (99, 'rule-99', 'file:x.cedar', '@id(\"rule-99\")\npermit (principal, action, resource);', 'allow', 0, 'now')",
@@ -322,4 +329,47 @@ fn a_deleted_edited_or_inserted_rule_budget_or_enrolment_is_named_by_verify_and_
             t.what
         );
     }
+}
+
+/// How many daemon starts `daemon.log` says validated their policy set, and how many did not
+/// validate it again.
+fn validations(env: &Env) -> (usize, usize) {
+    let log = std::fs::read_to_string(env.home().join("daemon.log")).unwrap_or_default();
+    let again = log.matches("not validated again").count();
+    (log.matches(" policies, validated\n").count(), again)
+}
+
+#[test]
+fn a_restarted_daemon_does_not_validate_again_the_set_it_validated_and_a_wrong_kept_key_only_costs_a_validation()
+ {
+    // Issue 18: strict validation was most of a start with 10,000 rules. The set a change
+    // validated is kept as its validation key (meta `validated_policies`), so a start with
+    // the very same set skips it.
+    let env = Env::new();
+    env.ok(&["policy", "deny", "rm"]);
+    env.ok(&["daemon", "restart"]);
+    assert_eq!(
+        validations(&env),
+        (1, 1),
+        "the first start validated, the restart did not"
+    );
+
+    // A key that is not the set's (edited, stale, from another build) is worth nothing.
+    editor(&env)
+        .execute(
+            "UPDATE meta SET value = ?1 WHERE key = 'validated_policies'",
+            params!["0".repeat(64)],
+        )
+        .unwrap();
+    env.ok(&["daemon", "restart"]);
+    assert_eq!(validations(&env), (2, 1), "a wrong key: validated again");
+    env.ok(&["daemon", "restart"]);
+    assert_eq!(validations(&env), (2, 2), "and noted again");
+
+    // The rule still decides.
+    let mut r = env.relay("demo");
+    r.handshake();
+    r.send(&call("1", "rm", "{}"));
+    assert!(is_refusal(&r.recv_json()));
+    assert_eq!(last_call(&env)["decision"], "deny");
 }

@@ -296,7 +296,25 @@ pub(crate) async fn run(home: Home, config: Config) -> Result<(), DaemonError> {
     // record of every change; a mismatch starts a daemon that refuses every call.
     let loaded = j.load_in_force()?;
     let refusal = mismatch_refusal(&loaded.mismatches);
-    let set = PolicySet::compile(&stored(&loaded.policies)).map_err(DaemonError::Policy)?;
+    // A set this daemon's build validated before (the key it kept) is not validated again;
+    // with tables that do not match the journal, nothing kept is trusted.
+    let kept = loaded
+        .validated
+        .as_deref()
+        .filter(|_| loaded.mismatches.is_empty());
+    let set = PolicySet::compile_validated(&stored(&loaded.policies), kept)
+        .map_err(DaemonError::Policy)?;
+    if kept == Some(set.validation_key()) {
+        tracing::info!(
+            "{} policies, validated before as this very set: not validated again",
+            set.info().len()
+        );
+    } else {
+        tracing::info!("{} policies, validated", set.info().len());
+        if let Err(e) = j.set_validated_policies(set.validation_key()) {
+            tracing::warn!("the validated policy set could not be noted: {e}");
+        }
+    }
     let seen = loaded.data_version;
     let journal::InForce {
         policies: rows,

@@ -38,6 +38,8 @@ pub(super) enum Op {
         add: Vec<NewPolicy>,
         remove: Vec<String>,
         fields: Fields,
+        /// The validation key of the set the change makes, strictly validated by its compile.
+        validated: String,
         reply: Changed<PolicyRow>,
     },
     ChangeAgent {
@@ -199,11 +201,18 @@ impl WriterCore {
                 add,
                 remove,
                 fields,
+                validated,
                 reply,
             } => {
                 let r = j
                     .change_policies(add, remove, fields)
                     .and_then(|e| j.policies().map(|rows| (e, rows)));
+                // After the change's own commit: losing the key to a crash costs a validation.
+                if r.is_ok()
+                    && let Err(e) = j.set_validated_policies(&validated)
+                {
+                    tracing::warn!("the validated policy set could not be noted: {e}");
+                }
                 let r = r.map(|(e, rows)| {
                     self.generation += 1;
                     self.note(None);

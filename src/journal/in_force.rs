@@ -2,7 +2,7 @@
 //! rebuilt from the journal's own `policy.change`, `budget.change` and `agent.change` entries and
 //! compared ([`table_mismatches`]), for the daemon's loads and for `verify`.
 
-use rusqlite::{Connection, TransactionBehavior};
+use rusqlite::{Connection, OptionalExtension as _, TransactionBehavior};
 
 use super::JournalError;
 use super::pins::{PinRow, Replayed, read_pins, read_settings};
@@ -23,6 +23,9 @@ pub(crate) struct InForce {
     pub settings: std::collections::BTreeMap<String, String>,
     /// How the tables differ from the journal; empty when they agree.
     pub mismatches: Vec<String>,
+    /// The validation key of the last policy set the daemon validated (see
+    /// `Journal::set_validated_policies`), if one was kept.
+    pub validated: Option<String>,
 }
 
 fn table_exists(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
@@ -151,6 +154,17 @@ fn table_mismatches(conn: &Connection, t: &Tables<'_>) -> rusqlite::Result<Vec<S
 
 fn policy_mismatches(recorded: &str, policies: &[PolicyRow], out: &mut Vec<String>) {
     let before = out.len();
+    let table = crate::policy::set_text(policies.iter().map(|p| p.text.as_str()));
+    // The common case, without parsing 10,000 texts for their ids: the table's texts are the
+    // journal's, in its order, and each row's text opens with that row's id.
+    let same = table == recorded
+        && policies
+            .iter()
+            .all(|p| crate::policy::opens_with_id(&p.text, &p.id));
+    if same {
+        out.extend(policies.iter().filter_map(cli_row_mismatch));
+        return;
+    }
     let pieces: Vec<&str> = crate::policy::file::split(recorded)
         .into_iter()
         .filter_map(|(s, e)| recorded.get(s..e))
@@ -183,30 +197,36 @@ fn policy_mismatches(recorded: &str, policies: &[PolicyRow], out: &mut Vec<Strin
                 p.id
             ));
         }
-        if p.source == "cli" {
-            let scope = crate::policy::Scope {
-                tool: p.tool.clone(),
-                agent: p.agent.clone(),
-                connector: p.connector.clone(),
-            };
-            let matches = crate::policy::Effect::parse(&p.effect).is_some_and(|effect| {
-                crate::policy::cli_rule_text(&p.id, effect, &scope).trim() == p.text.trim()
-            });
-            if !matches {
-                out.push(format!(
-                    "rule {}: its effect or scope columns in the policies table do not say what its text says (edited behind Holdcall's back)",
-                    p.id
-                ));
-            }
-        }
+        out.extend(cli_row_mismatch(p));
     }
-    let table = crate::policy::set_text(policies.iter().map(|p| p.text.as_str()));
     if out.len() == before && table != recorded {
         out.push(
             "the policies table orders the rules differently from the journal (their seq was changed behind Holdcall's back)"
                 .to_string(),
         );
     }
+}
+
+/// A rule made on the command line keeps its effect and scope in columns too: they must say
+/// what its text says.
+fn cli_row_mismatch(p: &PolicyRow) -> Option<String> {
+    if p.source != "cli" {
+        return None;
+    }
+    let scope = crate::policy::Scope {
+        tool: p.tool.clone(),
+        agent: p.agent.clone(),
+        connector: p.connector.clone(),
+    };
+    let matches = crate::policy::Effect::parse(&p.effect).is_some_and(|effect| {
+        crate::policy::cli_rule_text(&p.id, effect, &scope).trim() == p.text.trim()
+    });
+    (!matches).then(|| {
+        format!(
+            "rule {}: its effect or scope columns in the policies table do not say what its text says (edited behind Holdcall's back)",
+            p.id
+        )
+    })
 }
 
 fn budget_mismatches(
@@ -316,6 +336,14 @@ impl Journal {
                 settings: &settings,
             };
             let mismatches = table_mismatches(&tx, &tables).map_err(read_err)?;
+            let validated = tx
+                .query_row(
+                    "SELECT value FROM meta WHERE key = 'validated_policies'",
+                    [],
+                    |r| r.get::<_, String>(0),
+                )
+                .optional()
+                .map_err(read_err)?;
             // Dropping `tx` rolls back: nothing was written.
             Ok(InForce {
                 data_version,
@@ -325,6 +353,7 @@ impl Journal {
                 pins,
                 settings,
                 mismatches,
+                validated,
             })
         })();
         if result.is_err() {

@@ -218,6 +218,24 @@ impl Journal {
         read_policies(&self.conn).map_err(self.read_err())
     }
 
+    /// Keeps the validation key of a policy set this daemon validated strictly
+    /// (`policy::validation_key`), so a start with the same set need not validate it again. A
+    /// cache in `meta`, outside the journal and its tables check: a wrong or missing key only
+    /// costs a validation.
+    pub(crate) fn set_validated_policies(&mut self, key: &str) -> Result<(), JournalError> {
+        self.conn
+            .execute(
+                "INSERT INTO meta(key, value) VALUES ('validated_policies', ?1)
+                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                [key],
+            )
+            .map(|_| ())
+            .map_err(|source| JournalError::Write {
+                path: self.path.clone(),
+                source,
+            })
+    }
+
     /// The seq the next inserted policy will get: AUTOINCREMENT never reuses a removed seq.
     pub fn next_policy_seq(&self) -> Result<i64, JournalError> {
         read_next_policy_seq(&self.conn).map_err(self.read_err())

@@ -31,6 +31,15 @@ pub(crate) const EFFECT_ANNOTATION: &str = "holdcall_effect";
 /// The annotation that names a policy; it must be the first one and agree with the stored id.
 pub(crate) const ID_ANNOTATION: &str = "id";
 
+/// The value of a policy's annotation `key`. Cedar's own `Policy::annotation` parses the key
+/// as an identifier on every call, building a fresh lexer each time (a sixth of a 10,000-rule
+/// daemon start went there); its keys are unique per policy, so a scan of them is the same.
+pub(crate) fn annotation<'a>(policy: &'a Policy, key: &str) -> Option<&'a str> {
+    policy
+        .annotations()
+        .find_map(|(k, v)| (k == key).then_some(v))
+}
+
 /// One row of the policy table: its insertion order, id and Cedar text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredPolicy {
@@ -100,6 +109,8 @@ pub struct PolicySet {
     /// `None` only if Cedar refused our fixed type names, which would be a bug; `decide` then
     /// denies everything rather than guess.
     pub(super) names: Option<Names>,
+    /// The set's [`validation_key`], which the daemon keeps once it has validated the set.
+    pub(super) validation_key: String,
 }
 
 const _: fn() = || {
@@ -216,7 +227,7 @@ fn read_effect(id: &str, policy: &Policy) -> Result<Effect, PolicyError> {
         id: id.to_string(),
         problem: p,
     };
-    match (policy.effect(), policy.annotation(EFFECT_ANNOTATION)) {
+    match (policy.effect(), annotation(policy, EFFECT_ANNOTATION)) {
         (cedar_policy::Effect::Permit, None | Some("allow")) => Ok(Effect::Allow),
         (cedar_policy::Effect::Permit, Some(v)) => Err(problem(format!(
             "{} on a permit; a permit can only allow (ask and deny rules are forbid policies, so \
@@ -248,6 +259,36 @@ fn parse_one(stored_id: &str, text: &str) -> Result<Policy, PolicyError> {
             })
         }
     }
+}
+
+/// What strict validation of a set depends on, as one SHA-256: every policy as stored, in seq
+/// order (seq, id and text, each length-prefixed), the schema, Cedar's version and this build's.
+/// Two sets with one key validate alike, so a set validated once need not be again (the daemon
+/// keeps the key of the set it validated, `journal::Journal::set_validated_policies`).
+#[cfg(test)]
+pub(crate) fn validation_key(policies: &[StoredPolicy]) -> String {
+    let mut sorted: Vec<&StoredPolicy> = policies.iter().collect();
+    sorted.sort_by(|a, b| (a.seq, &a.id).cmp(&(b.seq, &b.id)));
+    validation_key_of(&sorted)
+}
+
+fn validation_key_of(sorted: &[&StoredPolicy]) -> String {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    let mut field = |bytes: &[u8]| {
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    };
+    field(b"holdcall validated policy set v1");
+    field(crate::VERSION.as_bytes());
+    field(cedar_policy::get_sdk_version().to_string().as_bytes());
+    field(SCHEMA_TEXT.as_bytes());
+    for p in sorted {
+        field(&p.seq.to_le_bytes());
+        field(p.id.as_bytes());
+        field(p.text.as_bytes());
+    }
+    crate::ids::hex(&h.finalize())
 }
 
 /// Every policy of a set parsed in one pass, in the order given, or `None` when that pass cannot
@@ -294,7 +335,7 @@ fn check_parsed(
     policy: Policy,
 ) -> Result<(Policy, Effect), PolicyError> {
     let id = stored_id.to_string();
-    match policy.annotation(ID_ANNOTATION) {
+    match annotation(&policy, ID_ANNOTATION) {
         None => return Err(PolicyError::MissingId { id }),
         Some(annotated) if annotated != stored_id => {
             return Err(PolicyError::IdMismatch {
@@ -451,6 +492,10 @@ fn needs_validating_alone(
     let mut flagged: std::collections::HashSet<String> = std::collections::HashSet::new();
     for (id, p, est) in policies {
         set.add((*p).clone()).ok()?;
+        // No conditions: nothing read from the arguments, nothing to take as true.
+        if !p.has_non_scope_constraint() {
+            continue;
+        }
         // No JSON form: nothing can be said of its arguments here; the exact check decides.
         let Some(est) = est else {
             flagged.insert((*id).to_string());
@@ -508,8 +553,13 @@ fn compile_one(
     if !cleared {
         validate_one(validator, id, &policy)?;
     }
-    // Read once: every question below is asked of it (see `conditions::est_of`).
-    let est = est.or_else(|| est_of(&policy));
+    // Read once: every question below is asked of it (see `conditions::est_of`). A policy
+    // without conditions has none to ask about.
+    let est = if policy.has_non_scope_constraint() {
+        est.or_else(|| est_of(&policy))
+    } else {
+        None
+    };
     let scope = read_scope(id, &policy)?;
     // A permit that errors is skipped, which only takes an allow away; a forbid that errors
     // would fail open in Cedar, so its argument reads must be guarded.
@@ -552,6 +602,7 @@ impl PolicySet {
             index: Index::default(),
             authorizer: Authorizer::new(),
             names: Names::new().ok(),
+            validation_key: String::new(),
         }
     }
 
@@ -559,7 +610,23 @@ impl PolicySet {
     /// `@holdcall_effect`, supported scope form, strict validation). The first failure, in
     /// seq order, is the error. Input order does not matter; `seq` does.
     pub fn compile(policies: &[StoredPolicy]) -> Result<PolicySet, PolicyError> {
-        PolicySet::build(policies, true)
+        PolicySet::build(policies, true, None)
+    }
+
+    /// `compile`, without strict validation when `validated` is the set's own
+    /// [`validation_key`]: the same texts in the same order, validated by this build against
+    /// this schema and Cedar before, would be found valid again. Every other check (ids,
+    /// effects, scopes, guarded argument reads) is made as always.
+    pub(crate) fn compile_validated(
+        policies: &[StoredPolicy],
+        validated: Option<&str>,
+    ) -> Result<PolicySet, PolicyError> {
+        PolicySet::build(policies, true, validated)
+    }
+
+    /// What a strict validation of this set stood for (see [`validation_key`]).
+    pub(crate) fn validation_key(&self) -> &str {
+        &self.validation_key
     }
 
     /// `compile`, with or without the scope index (`false` puts every policy in the global
@@ -567,11 +634,14 @@ impl PolicySet {
     pub(super) fn build(
         policies: &[StoredPolicy],
         indexed: bool,
+        validated: Option<&str>,
     ) -> Result<PolicySet, PolicyError> {
         let names = Names::new().map_err(|message| PolicyError::Schema { message })?;
         let validator = load_validator()?;
         let mut sorted: Vec<&StoredPolicy> = policies.iter().collect();
         sorted.sort_by(|a, b| (a.seq, &a.id).cmp(&(b.seq, &b.id)));
+        let key = validation_key_of(&sorted);
+        let known_valid = validated == Some(key.as_str());
 
         let texts: Vec<&str> = sorted.iter().map(|p| p.text.as_str()).collect();
         // Parsed in one pass and validated as one set where that stands for each alone; a
@@ -582,7 +652,12 @@ impl PolicySet {
             .zip(&sorted)
             .map(|(p, stored)| p.new_id(PolicyId::new(&stored.id)))
             .collect();
-        let ests: Vec<Option<serde_json::Value>> = together.iter().map(est_of).collect();
+        // A policy without conditions reads nothing (its scope names no argument): only the
+        // conditional ones need their JSON form, which Cedar makes by parsing the text again.
+        let ests: Vec<Option<serde_json::Value>> = together
+            .iter()
+            .map(|p| p.has_non_scope_constraint().then(|| est_of(p)).flatten())
+            .collect();
         let named: Vec<(&str, &Policy, Option<&serde_json::Value>)> = sorted
             .iter()
             .map(|p| p.id.as_str())
@@ -590,7 +665,11 @@ impl PolicySet {
             .zip(&ests)
             .map(|((id, p), est)| (id, p, est.as_ref()))
             .collect();
-        let flagged = needs_validating_alone(&validator, &named);
+        let flagged = if known_valid {
+            Some(std::collections::HashSet::new())
+        } else {
+            needs_validating_alone(&validator, &named)
+        };
         let mut parsed = together.into_iter().zip(ests).map(|(p, est)| {
             let id: &str = p.id().as_ref();
             let cleared = flagged.as_ref().is_some_and(|f| !f.contains(id));
@@ -599,6 +678,7 @@ impl PolicySet {
 
         let mut set = PolicySet::empty();
         set.names = Some(names);
+        set.validation_key = key;
         for stored in sorted {
             if set.by_id.contains_key(&stored.id) {
                 return Err(PolicyError::DuplicateId {

@@ -22,7 +22,7 @@ pub fn set_text<'a>(texts: impl IntoIterator<Item = &'a str>) -> String {
 pub(crate) fn id_of(text: &str) -> Option<String> {
     Policy::parse(None, text)
         .ok()
-        .and_then(|p| p.annotation(ID_ANNOTATION).map(str::to_string))
+        .and_then(|p| crate::policy::compile::annotation(&p, ID_ANNOTATION).map(str::to_string))
 }
 
 /// [`id_of`] for many texts at once: one parse for all of them when it can stand for each
@@ -31,10 +31,21 @@ pub(crate) fn ids_of(texts: &[&str]) -> Vec<Option<String>> {
     match super::compile::parse_together(texts) {
         Some(parsed) => parsed
             .iter()
-            .map(|p| p.annotation(ID_ANNOTATION).map(str::to_string))
+            .map(|p| crate::policy::compile::annotation(p, ID_ANNOTATION).map(str::to_string))
             .collect(),
         None => texts.iter().map(|t| id_of(t)).collect(),
     }
+}
+
+/// Whether `text` opens with `@id("<id>")` written exactly as Holdcall writes it: then its
+/// `@id` is `id` (Cedar refuses a second `@id`), which is what [`id_of`] would find without
+/// parsing it. False says nothing: the text may still carry that id, spelled another way.
+pub(crate) fn opens_with_id(text: &str, id: &str) -> bool {
+    let head = format!(
+        "@{ID_ANNOTATION}({})",
+        crate::policy::render::string_literal(id)
+    );
+    text.trim_start().starts_with(&head)
 }
 
 /// A unified line diff with 3 lines of context and the given labels; `""` when equal.

@@ -202,7 +202,9 @@ pub(crate) fn check(file: &str, text: &str) -> Result<CheckedFile, FileRefused> 
                 continue;
             }
         };
-        let Some(id) = parsed.annotation(policy::ID_ANNOTATION).map(str::to_string) else {
+        let Some(id) =
+            policy::compile::annotation(&parsed, policy::ID_ANNOTATION).map(str::to_string)
+        else {
             problem(start, len, "this policy has no @id".into(), "this policy", Some("give every policy a unique `@id(\"…\")` as its first line; it names the policy in the journal and on re-import".into()));
             continue;
         };

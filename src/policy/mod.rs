@@ -57,6 +57,6 @@ pub(crate) use compile::{
     ID_ANNOTATION, load_validator, parse_effect_and_specificity, validation_problems,
 };
 pub(crate) use conditions::{agents_named, agents_named_in_text, lint_warnings};
-pub(crate) use diff::{apply_unified_diff, ids_of};
+pub(crate) use diff::{apply_unified_diff, ids_of, opens_with_id};
 pub(crate) use render::display_name;
 pub(crate) use scope::{validate_scope_name, validate_tool_name};

@@ -54,7 +54,7 @@ fn entity_ref(type_name: &str, id: &str) -> String {
 }
 
 /// A Cedar string literal (with quotes) for an annotation value, escaped like an entity id.
-pub(super) fn string_literal(s: &str) -> String {
+pub(crate) fn string_literal(s: &str) -> String {
     format!("\"{}\"", EntityId::new(s).escaped())
 }
 

@@ -219,6 +219,7 @@ pub(crate) async fn commit_policies(
             add,
             remove,
             fields,
+            validated: new_set.validation_key().to_string(),
             reply,
         })
         .await?;

@@ -527,3 +527,77 @@ fn validating_a_set_at_once_refuses_exactly_what_validating_each_alone_refuses()
         Ok(_) => panic!("a set holding {guarded} compiled"),
     }
 }
+
+#[test]
+fn a_set_is_not_validated_again_only_under_its_own_validation_key() {
+    // Only Cedar's strict validation refuses a type error; every other check passes.
+    let invalid = vec![
+        raw(1, "ok", "@id(\"ok\") permit (principal, action, resource);"),
+        raw(
+            2,
+            "x",
+            "@id(\"x\") permit (principal, action, resource) when { 1 + \"a\" == 2 };",
+        ),
+    ];
+    assert!(matches!(
+        PolicySet::compile(&invalid),
+        Err(PolicyError::Validation { .. })
+    ));
+    let key = crate::policy::compile::validation_key(&invalid);
+    // Under its own key the set compiles without validation (the key says it was validated).
+    let set = PolicySet::compile_validated(&invalid, Some(&key)).unwrap();
+    assert_eq!(set.validation_key(), key);
+    // Any other key, or none, and it is validated, and refused.
+    for other in [None, Some("0".repeat(64)), Some(key.to_uppercase())] {
+        assert!(
+            matches!(
+                PolicySet::compile_validated(&invalid, other.as_deref()),
+                Err(PolicyError::Validation { .. })
+            ),
+            "{other:?}"
+        );
+    }
+    // The key is the set's: another text, id or seq, or a policy more or less, changes it.
+    let mut edited = invalid.clone();
+    edited[1].text = edited[1].text.replace("== 2", "== 3");
+    let mut renumbered = invalid.clone();
+    renumbered[1].seq = 3;
+    let mut renamed = invalid.clone();
+    renamed[0].id = "ok2".into();
+    for other in [edited, renumbered, renamed, invalid[..1].to_vec()] {
+        assert_ne!(crate::policy::compile::validation_key(&other), key);
+    }
+    // Input order does not matter; seq does.
+    let reversed: Vec<StoredPolicy> = invalid.iter().rev().cloned().collect();
+    assert_eq!(crate::policy::compile::validation_key(&reversed), key);
+    // Every other check is still made under a matching key.
+    let no_id = vec![raw(1, "y", "permit (principal, action, resource);")];
+    let key = crate::policy::compile::validation_key(&no_id);
+    assert!(matches!(
+        PolicySet::compile_validated(&no_id, Some(&key)),
+        Err(PolicyError::MissingId { .. })
+    ));
+}
+
+#[test]
+fn a_text_opens_with_its_id_only_when_written_as_holdcall_writes_it() {
+    let rule = " permit (principal, action, resource);";
+    let claims = [
+        ("@id(\"a\")", "a", true),
+        ("  \n@id(\"a\")", "a", true),
+        ("@id(\"a\\\"b\\\\c\")", "a\"b\\c", true),
+        ("@id(\"ab\")", "a", false),
+        ("@id(\"a\")", "ab", false),
+        ("@id( \"a\" )", "a", false),
+        ("@id(\"\\u{61}\")", "a", false),
+        ("@holdcall_effect(\"ask\") @id(\"a\")", "a", false),
+    ];
+    for (head, id, opens) in claims {
+        let text = format!("{head}{rule}");
+        assert_eq!(crate::policy::opens_with_id(&text, id), opens, "{text}");
+        // What it claims, a parse agrees with; what it does not claim, it leaves to a parse.
+        if opens {
+            assert_eq!(crate::policy::diff::id_of(&text).as_deref(), Some(id), "{text}");
+        }
+    }
+}

@@ -482,7 +482,7 @@ fn the_scope_index_decides_exactly_as_evaluating_every_policy() {
             chosen.swap(k, rng.below(k + 1));
         }
         let indexed = compile(&chosen);
-        let flat = PolicySet::build(&chosen, false).unwrap();
+        let flat = PolicySet::build(&chosen, false, None).unwrap();
         for agent in agents {
             for connector in connectors {
                 for tool in tools {
