@@ -1152,7 +1152,7 @@ fn decisions(b: &Bench, f: &Floors, rows: &mut Vec<Row>, t18: &mut Vec<Row>) {
                 let st = decision_stats(&v);
                 let rate = v["decisions_per_s"].as_f64().unwrap();
                 let concurrent = v["relays"].as_u64().unwrap() > 1;
-                let mut row = Row::latency(s, name, "µs", st).note(format!(
+                let mut row = Row::latency(s, name.clone(), "µs", st).note(format!(
                     "{} decisions, {rate:.0} decisions/s, max {:.0} µs",
                     st.n, st.max
                 ));
@@ -1177,7 +1177,7 @@ fn decisions(b: &Bench, f: &Floors, rows: &mut Vec<Row>, t18: &mut Vec<Row>) {
                             if n == RULE_COUNTS[0] {
                                 t18.push(
                                     ratio_row(
-                                        format!("decision, power, 1 relay, {n} rules, p99"),
+                                        format!("decision, power, {name}, p99"),
                                         st.p99,
                                         "raw 4 KiB append + fdatasync p99",
                                         f.fdatasync.p99,
@@ -1318,12 +1318,17 @@ fn count_handoffs(b: &Bench, home: &Path, relayed: &mut Peer, word: &str, t18: &
     let mut pids = vec![relay, daemon];
     pids.extend(&server);
     let calls = b.n(HANDOFF_CALLS);
+    let (relay_before, daemon_before) = (handoffs::by_thread(relay), handoffs::by_thread(daemon));
     let before = handoffs::snapshot(&pids);
     for i in 0..calls {
         relayed.send(&echo_call(1_000_000 + i));
         relayed.recv();
     }
     let after = handoffs::snapshot(&pids);
+    let relay_threads =
+        handoffs::by_thread_per_call(&relay_before, &handoffs::by_thread(relay), calls);
+    let daemon_threads =
+        handoffs::by_thread_per_call(&daemon_before, &handoffs::by_thread(daemon), calls);
     let each = handoffs::per_call(&before, &after, calls);
     let server_each: f64 = each.iter().skip(2).sum();
     let (r, d) = (
@@ -1332,7 +1337,7 @@ fn count_handoffs(b: &Bench, home: &Path, relayed: &mut Peer, word: &str, t18: &
     );
     t18.push(
         Row::value(S18, format!("thread hand-offs per allowed call, {word}: relay + daemon"), "switches", r + d).note(format!(
-            "voluntary context switches per call over {calls} calls: relay {r:.2}, daemon {d:.2}; the server {server_each:.2} (the same direct)"
+            "voluntary context switches per call over {calls} calls: relay {r:.2} ({relay_threads}), daemon {d:.2} ({daemon_threads}); the server {server_each:.2} (the same direct)"
         )),
     );
 }

@@ -508,3 +508,73 @@ fn a_client_that_closes_while_the_server_is_still_starting_ends_the_session_ordi
     r.finish();
     assert_eq!(session_end_reason(&env), "the client closed the connection");
 }
+
+#[test]
+fn a_relay_whose_stdin_and_stdout_are_sockets_as_node_clients_give_them_decides_answers_and_ends() {
+    // Issue 18: the relay reads a pipe or socket stdin and writes its stdout as non-blocking
+    // descriptors of its own (relay::stdio). Node's child_process (Claude Code, Gemini CLI, the
+    // inspector) hands a server socket pairs, not pipes; the other tests all use pipes.
+    use std::io::Write as _;
+    use std::os::fd::OwnedFd;
+    use std::os::unix::net::UnixStream;
+    let env = Env::new();
+    env.ok(&["policy", "deny", "rm"]);
+    let record = env.new_record("demo");
+    let bin = Env::bin();
+    let (mut to_relay, relay_in) = UnixStream::pair().unwrap();
+    let (from_relay, relay_out) = UnixStream::pair().unwrap();
+    let mut child = env
+        .cmd(&[
+            "serve",
+            "--connector",
+            "demo",
+            "--client",
+            "test",
+            "--",
+            bin.to_str().unwrap(),
+            "demo-server",
+            "--record",
+            record.to_str().unwrap(),
+        ])
+        .stdin(std::process::Stdio::from(OwnedFd::from(relay_in)))
+        .stdout(std::process::Stdio::from(OwnedFd::from(relay_out)))
+        .spawn()
+        .unwrap();
+    let _reap = KillOnDrop(vec![child.id() as i32]);
+    let lines = lines_of(from_relay);
+    let mut send = |line: &str| {
+        to_relay.write_all(line.as_bytes()).unwrap();
+        to_relay.write_all(b"\n").unwrap();
+    };
+    let recv = || -> serde_json::Value {
+        serde_json::from_slice(&lines.recv_timeout(PATIENCE).expect("an answer")).unwrap()
+    };
+    send(INIT);
+    assert_eq!(recv()["id"], 0);
+    send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    send(
+        std::str::from_utf8(&call("1", "echo", r#"{"text":"over a socket"}"#))
+            .unwrap()
+            .trim_end(),
+    );
+    let allowed = recv();
+    assert!(!is_refusal(&allowed), "{allowed}");
+    assert!(allowed.to_string().contains("over a socket"), "{allowed}");
+    send(
+        std::str::from_utf8(&call("2", "rm", "{}"))
+            .unwrap()
+            .trim_end(),
+    );
+    assert!(is_refusal(&recv()));
+    // The client closing its end of stdin ends the session.
+    drop(to_relay);
+    let (tx, exited) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let status = exited
+        .recv_timeout(PATIENCE)
+        .expect("the relay ended once its input closed")
+        .unwrap();
+    assert!(status.success(), "{status}");
+}

@@ -24,6 +24,7 @@ mod link;
 mod listing;
 mod refusal;
 mod server;
+mod stdio;
 #[cfg(test)]
 mod tests;
 
@@ -315,7 +316,7 @@ async fn open_session(
 fn spawn_stdout_writer() -> (mpsc::Sender<Vec<u8>>, JoinHandle<()>) {
     let (out_tx, mut out_rx) = mpsc::channel::<Vec<u8>>(STDOUT_QUEUE);
     let writer = tokio::spawn(async move {
-        let mut stdout = tokio::io::stdout();
+        let mut stdout = stdio::client_output();
         while let Some(line) = out_rx.recv().await {
             if stdout.write_all(&line).await.is_err() || stdout.flush().await.is_err() {
                 break;
@@ -357,7 +358,7 @@ async fn pump_client(
     server_done: &mut oneshot::Receiver<()>,
     signals: &mut Signals,
 ) -> SessionEnded {
-    let mut stdin = BufReader::with_capacity(64 * 1024, tokio::io::stdin());
+    let mut stdin = BufReader::with_capacity(64 * 1024, stdio::client_input());
     loop {
         tokio::select! {
             line = read_line_capped(&mut stdin, limits::FRAME_BYTES_MAX) => {

@@ -597,7 +597,11 @@ fn a_text_opens_with_its_id_only_when_written_as_holdcall_writes_it() {
         assert_eq!(crate::policy::opens_with_id(&text, id), opens, "{text}");
         // What it claims, a parse agrees with; what it does not claim, it leaves to a parse.
         if opens {
-            assert_eq!(crate::policy::diff::id_of(&text).as_deref(), Some(id), "{text}");
+            assert_eq!(
+                crate::policy::diff::id_of(&text).as_deref(),
+                Some(id),
+                "{text}"
+            );
         }
     }
 }
