@@ -558,19 +558,7 @@ fn a_relay_waits_for_a_starting_daemon_slower_than_the_start_bound_and_its_calls
     let _serial = serial();
     let env = Env::fast();
     let record = env.new_record("demo");
-    let bin = Env::bin();
-    let mut cmd = env.cmd(&[
-        "serve",
-        "--connector",
-        "demo",
-        "--client",
-        "test",
-        "--",
-        bin.to_str().unwrap(),
-        "demo-server",
-        "--record",
-        record.to_str().unwrap(),
-    ]);
+    let mut cmd = env.demo_relay_cmd("demo", &record);
     cmd.env(
         "HOLDCALL_TEST_START_DELAY_MS",
         SLOWER_THAN_THE_START_BOUND_MS,

@@ -236,17 +236,7 @@ fn stdout_carries_only_protocol_even_with_every_log_on() {
     let env = Env::new();
     env.ok(&["policy", "deny", "delete_file"]);
     let record = env.dir.path().join("rec.log");
-    let bin = Env::bin();
-    let mut c = env.cmd(&[
-        "serve",
-        "--connector",
-        "demo",
-        "--",
-        bin.to_str().unwrap(),
-        "demo-server",
-        "--record",
-        record.to_str().unwrap(),
-    ]);
+    let mut c = env.demo_relay_cmd("demo", &record);
     c.env("HOLDCALL_LOG", "trace")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -520,22 +510,10 @@ fn a_relay_whose_stdin_and_stdout_are_sockets_as_node_clients_give_them_decides_
     let env = Env::new();
     env.ok(&["policy", "deny", "rm"]);
     let record = env.new_record("demo");
-    let bin = Env::bin();
     let (mut to_relay, relay_in) = UnixStream::pair().unwrap();
     let (from_relay, relay_out) = UnixStream::pair().unwrap();
     let mut child = env
-        .cmd(&[
-            "serve",
-            "--connector",
-            "demo",
-            "--client",
-            "test",
-            "--",
-            bin.to_str().unwrap(),
-            "demo-server",
-            "--record",
-            record.to_str().unwrap(),
-        ])
+        .demo_relay_cmd("demo", &record)
         .stdin(std::process::Stdio::from(OwnedFd::from(relay_in)))
         .stdout(std::process::Stdio::from(OwnedFd::from(relay_out)))
         .spawn()

@@ -212,15 +212,21 @@ impl Env {
     /// A relay whose demo server gets `server_args` too (e.g. `--stubborn`).
     pub(crate) fn relay_with(&self, connector: &str, server_args: &[&str]) -> Relay {
         let record = self.new_record(connector);
-        let bin = Env::bin();
-        let mut server = vec![
-            bin.to_str().unwrap(),
-            "demo-server",
-            "--record",
-            record.to_str().unwrap(),
-        ];
-        server.extend_from_slice(server_args);
-        self.relay_to(connector, &server, record.clone())
+        let mut cmd = self.demo_relay_cmd(connector, &record);
+        cmd.args(server_args);
+        spawn_relay(cmd, record)
+    }
+
+    /// `holdcall serve --connector CONNECTOR --client test -- <demo server> --record RECORD`,
+    /// not yet started: for a test that gives it its own environment or stdio. Arguments added
+    /// to it go to the demo server.
+    pub(crate) fn demo_relay_cmd(&self, connector: &str, record: &Path) -> Command {
+        let mut cmd = self.cmd(&["serve", "--connector", connector, "--client", "test", "--"]);
+        cmd.arg(Env::bin())
+            .arg("demo-server")
+            .arg("--record")
+            .arg(record);
+        cmd
     }
 
     /// A relay in front of the fixture server built from `examples/{name}.rs`, which appends
