@@ -1308,7 +1308,20 @@ fn server_cmd(b: &Bench, home: &Path) -> Command {
     b.cmd(home, &["demo-server"])
 }
 
-/// Sequential echo calls; each timed from writing the line to reading its answer (µs).
+/// The demo server behind `cat` both ways (`cat | demo-server | cat`): what any process between
+/// a client and its server costs, copying each byte through one more pipe each way and
+/// deciding nothing. The passthrough's second floor.
+fn cat_cmd(b: &Bench, home: &Path) -> Command {
+    let mut c = Command::new("sh");
+    c.args(["-c", "cat | \"$0\" demo-server | cat"])
+        .arg(&b.holdcall)
+        .env("HOLDCALL_HOME", home)
+        .env("XDG_RUNTIME_DIR", b.run.path())
+        .env_remove("HOLDCALL_LOG")
+        .stdin(Stdio::null());
+    c
+}
+
 /// Voluntary context switches per call of the relay, its server and the daemon, over
 /// `HANDOFF_CALLS` sequential allowed calls on a relay already warm (see `handoffs`).
 fn count_handoffs(b: &Bench, home: &Path, relayed: &mut Peer, word: &str, t18: &mut Vec<Row>) {
@@ -1342,6 +1355,7 @@ fn count_handoffs(b: &Bench, home: &Path, relayed: &mut Peer, word: &str, t18: &
     );
 }
 
+/// Sequential echo calls; each timed from writing the line to reading its answer (µs).
 fn time_calls(p: &mut Peer, calls: usize, warmup: usize) -> Stats {
     p.send(INITIALIZE);
     p.recv();
@@ -1471,6 +1485,18 @@ fn end_to_end(b: &Bench, f: &Floors, decide10: Stats, rows: &mut Vec<Row>, t18: 
         let (mut relayed, _) = Peer::spawn(relay_cmd(b, &home));
         let r = time_calls(&mut relayed, calls, warmup);
         let relay_rss = proc_kib(relayed.pid(), "VmHWM").unwrap_or(f64::NAN);
+        let rollup = |key: &str| {
+            read(&format!("/proc/{}/smaps_rollup", relayed.pid()))
+                .lines()
+                .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+                .and_then(|r| r.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+                .unwrap_or(f64::NAN)
+        };
+        let (shared_clean, private_dirty, pss) = (
+            rollup("Shared_Clean"),
+            rollup("Private_Dirty"),
+            rollup("Pss"),
+        );
         if handoffs::countable() {
             count_handoffs(b, &home, &mut relayed, word, t18);
         }
@@ -1577,7 +1603,13 @@ fn end_to_end(b: &Bench, f: &Floors, decide10: Stats, rows: &mut Vec<Row>, t18: 
             .target(
                 format!("≤ {TARGET_RELAY_RSS_MIB} MiB"),
                 mib(relay_rss) <= TARGET_RELAY_RSS_MIB,
-            ),
+            )
+            .note(format!(
+                "now: {:.2} MiB shared clean (the executable's pages, shared with the daemon and every relay), {:.2} MiB private dirty (the relay's own), PSS {:.2} MiB",
+                mib(shared_clean),
+                mib(private_dirty),
+                mib(pss)
+            )),
         );
 
         if durability == Durability::Process {
@@ -1585,6 +1617,14 @@ fn end_to_end(b: &Bench, f: &Floors, decide10: Stats, rows: &mut Vec<Row>, t18: 
             let (mut direct, _) = Peer::spawn(server_cmd(b, &home));
             let up_direct = time_upstream(&mut direct, frames);
             direct.finish();
+            let (mut piped, _) = Peer::spawn(cat_cmd(b, &home));
+            let up_cat = time_upstream(&mut piped, frames);
+            piped.finish();
+            let (mut piped, _) = Peer::spawn(cat_cmd(b, &home));
+            piped.send(INITIALIZE);
+            piped.recv();
+            let down_cat = time_downstream(&mut piped, frames);
+            piped.finish();
             let (mut relayed, _) = Peer::spawn(relay_cmd(b, &home));
             let up = time_upstream(&mut relayed, frames);
             relayed.finish();
@@ -1599,9 +1639,9 @@ fn end_to_end(b: &Bench, f: &Floors, decide10: Stats, rows: &mut Vec<Row>, t18: 
             let down = time_downstream(&mut relayed, frames);
             let big_rss = proc_kib(relayed.pid(), "VmHWM").unwrap_or(f64::NAN);
             relayed.finish();
-            for (way, relayed, direct) in [
-                ("client -> server, notifications", up, up_direct),
-                ("server -> client, answers", down, down_direct),
+            for (way, relayed, direct, cat) in [
+                ("client -> server, notifications", up, up_direct, up_cat),
+                ("server -> client, answers", down, down_direct, down_cat),
             ] {
                 t18.push(
                     ratio_row(
@@ -1614,7 +1654,12 @@ fn end_to_end(b: &Bench, f: &Floors, decide10: Stats, rows: &mut Vec<Row>, t18: 
                     .target(
                         format!("≥ {T18_PASSTHROUGH_VS_DIRECT}x direct"),
                         relayed >= T18_PASSTHROUGH_VS_DIRECT * direct,
-                    ),
+                    )
+                    .note(format!(
+                        "through `cat` both ways (one more pipe each way, nothing decided): {cat:.0} MB/s, {:.2}x direct; the relay is {:.2}x of it",
+                        cat / direct,
+                        relayed / cat
+                    )),
                 );
             }
             let s = "passthrough, 512 KiB frames, durability=process";
