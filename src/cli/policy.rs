@@ -8,7 +8,7 @@ use super::args::{PolicyCmd, ScopeArgs};
 use super::budget::{policy_budget, write_budgets};
 use super::log::open_reader;
 use super::render::{local_time, visible_lines};
-use super::{CliError, ask_daemon};
+use super::{CliError, ask_daemon, ask_daemon_within};
 use crate::config::Home;
 use crate::ipc::{ManageRequest, ManageResponse};
 use crate::journal::{Entry, LogFilter};
@@ -32,7 +32,9 @@ pub(super) fn policy_cmd(action: PolicyCmd) -> Result<i32, CliError> {
         PolicyCmd::Remove { tool, scope: s, .. } => {
             let sc = scope(tool, s);
             check_scope_locally(&sc)?;
-            return changed(ask_daemon(ManageRequest::PolicyRemove { scope: sc })?);
+            return changed(ask_daemon_for_change(ManageRequest::PolicyRemove {
+                scope: sc,
+            })?);
         }
         PolicyCmd::List { json } => return policy_list(json),
         PolicyCmd::Explain {
@@ -56,7 +58,10 @@ pub(super) fn policy_cmd(action: PolicyCmd) -> Result<i32, CliError> {
         } => return policy_budget(action, calls, which, scope),
     };
     check_scope_locally(&sc)?;
-    changed(ask_daemon(ManageRequest::PolicySet { effect, scope: sc })?)
+    changed(ask_daemon_for_change(ManageRequest::PolicySet {
+        effect,
+        scope: sc,
+    })?)
 }
 
 /// Bad names are refused before anything is sent, with the same words the daemon would use.
@@ -178,13 +183,19 @@ fn policy_validate(path: &std::path::Path) -> Result<i32, CliError> {
     Ok(0)
 }
 
+/// A policy change: the daemon compiles and validates the whole proposed set before it
+/// answers, so it is waited for longer than a question (`limits::POLICY_CHANGE_TIMEOUT`).
+fn ask_daemon_for_change(req: ManageRequest) -> Result<ManageResponse, CliError> {
+    ask_daemon_within(req, crate::limits::POLICY_CHANGE_TIMEOUT)
+}
+
 fn policy_import(path: &std::path::Path, dry_run: bool) -> Result<i32, CliError> {
     let (file, text, warnings) = read_policy_file(path)?;
     for w in &warnings {
         eprintln!("{w}");
     }
     let ManageResponse::PolicyImported { message, diff, .. } =
-        ask_daemon(ManageRequest::PolicyImport {
+        ask_daemon_for_change(ManageRequest::PolicyImport {
             file,
             text,
             dry_run,
