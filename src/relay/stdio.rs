@@ -46,44 +46,47 @@ fn socket(fd: OwnedFd) -> Option<tokio::net::UnixStream> {
     tokio::net::UnixStream::from_std(s).ok()
 }
 
+/// A duplicate of `fd` made non-blocking on this runtime: a pipe by `pipe`, a socket as a
+/// stream; None for anything else.
+enum Own<P> {
+    Pipe(P),
+    Socket(tokio::net::UnixStream),
+}
+
+fn own<P>(
+    fd: std::os::fd::BorrowedFd<'_>,
+    pipe: impl FnOnce(OwnedFd) -> std::io::Result<P>,
+) -> Option<Own<P>> {
+    let fd = fd.try_clone_to_owned().ok()?;
+    match kind_of(&fd) {
+        Kind::Pipe => pipe(fd).ok().map(Own::Pipe),
+        Kind::Socket => socket(fd).map(Own::Socket),
+        Kind::Other => None,
+    }
+}
+
 /// The client's stdin. Must be called inside the relay's runtime.
 pub(super) fn client_input() -> ClientInput {
-    if let Ok(fd) = std::io::stdin().as_fd().try_clone_to_owned() {
-        match kind_of(&fd) {
-            Kind::Pipe => {
-                if let Ok(r) = tokio::net::unix::pipe::Receiver::from_owned_fd(fd) {
-                    return Box::pin(r);
-                }
-            }
-            Kind::Socket => {
-                if let Some(s) = socket(fd) {
-                    return Box::pin(s);
-                }
-            }
-            Kind::Other => {}
-        }
+    match own(
+        std::io::stdin().as_fd(),
+        tokio::net::unix::pipe::Receiver::from_owned_fd,
+    ) {
+        Some(Own::Pipe(r)) => Box::pin(r),
+        Some(Own::Socket(s)) => Box::pin(s),
+        None => Box::pin(tokio::io::stdin()),
     }
-    Box::pin(tokio::io::stdin())
 }
 
 /// The client's stdout. Must be called inside the relay's runtime.
 pub(super) fn client_output() -> ClientOutput {
-    if let Ok(fd) = std::io::stdout().as_fd().try_clone_to_owned() {
-        match kind_of(&fd) {
-            Kind::Pipe => {
-                if let Ok(w) = tokio::net::unix::pipe::Sender::from_owned_fd(fd) {
-                    return Box::pin(w);
-                }
-            }
-            Kind::Socket => {
-                if let Some(s) = socket(fd) {
-                    return Box::pin(s);
-                }
-            }
-            Kind::Other => {}
-        }
+    match own(
+        std::io::stdout().as_fd(),
+        tokio::net::unix::pipe::Sender::from_owned_fd,
+    ) {
+        Some(Own::Pipe(w)) => Box::pin(w),
+        Some(Own::Socket(s)) => Box::pin(s),
+        None => Box::pin(tokio::io::stdout()),
     }
-    Box::pin(tokio::io::stdout())
 }
 
 #[cfg(test)]
