@@ -5,8 +5,11 @@
 use std::borrow::Cow;
 use std::collections::HashSet;
 
+use crate::limits::JSON_DEPTH_MAX;
 use crate::mcp::json::escape::{decode_json_string, decode_str, decode_wtf8};
-use crate::mcp::json::scan::{Keys, fold_key, scan_string, scan_value, skip_ws};
+use crate::mcp::json::scan::{
+    Keys, ScanError, fold_key, scan_key, scan_string, scan_value, scan_value_within, skip_ws,
+};
 
 /// The JSON-RPC envelope of one object: raw sub-slices of the line, plus the decoded method.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -90,6 +93,33 @@ pub(crate) fn one_value(line: &[u8]) -> Result<Option<&[u8]>, NotOneValue> {
         return Ok(None);
     }
     let end = scan_value(line, start, Keys::Ignore).map_err(|_| NotOneValue::Malformed)?;
+    nothing_after(line, end)?;
+    Ok(line.get(start..end))
+}
+
+/// The members of the single JSON object on a line that holds one (its first byte after
+/// whitespace is `{`): what `one_value` then `members` give, in one scan of the line. With it,
+/// when `params` is an object, its members as `members_at` with `Keys::Check` reads them (what
+/// a `tools/call` needs), read in the same scan.
+pub(crate) fn one_object(line: &[u8]) -> Result<ObjectLine<'_>, NotOneValue> {
+    let start = skip_ws(line, 0);
+    let mut params = None;
+    let (members, end) = members_within(line, start, Keys::Ignore, 0, Some(&mut params))
+        .map_err(|_| NotOneValue::Malformed)?;
+    nothing_after(line, end)?;
+    Ok(ObjectLine { members, params })
+}
+
+/// A line that is one JSON object, read by [`one_object`].
+pub(crate) struct ObjectLine<'a> {
+    pub(crate) members: Vec<Member<'a>>,
+    /// The members of the first `params` member that is an object, every key at every depth
+    /// checked for repeats; `None` when no `params` is an object.
+    pub(crate) params: Option<Result<Vec<Member<'a>>, ScanError>>,
+}
+
+/// Only whitespace after `end`, or which kind of junk follows.
+fn nothing_after(line: &[u8], end: usize) -> Result<(), NotOneValue> {
     let rest = skip_ws(line, end);
     if rest < line.len() {
         // Two readers could split such a line differently; say which kind of junk it is.
@@ -98,7 +128,7 @@ pub(crate) fn one_value(line: &[u8]) -> Result<Option<&[u8]>, NotOneValue> {
             Err(_) => NotOneValue::Malformed,
         });
     }
-    Ok(line.get(start..end))
+    Ok(())
 }
 
 /// One member of an object: its decoded key (WTF-8, so lone surrogates still compare exactly),
@@ -145,33 +175,78 @@ pub(crate) fn keys_are_unique(members: &[Member<'_>]) -> bool {
 
 /// The top-level members of `object`, which must be exactly one JSON object.
 pub(crate) fn members(object: &[u8]) -> Option<Vec<Member<'_>>> {
-    if object.first() != Some(&b'{') {
-        return None;
+    match members_at(object, 0, Keys::Ignore) {
+        Ok((members, end)) if end == object.len() => Some(members),
+        _ => None,
+    }
+}
+
+/// The members of the object whose `{` is at `start`, and the offset just past its `}`; each
+/// value is scanned (strictly, as `scan_value` would scan the whole object) once. With
+/// `Keys::Check` a key repeated in this object or in any object inside it is
+/// `ScanError::DuplicateKey`, met in text order as `scan_value` meets it.
+pub(crate) fn members_at(
+    bytes: &[u8],
+    start: usize,
+    keys: Keys,
+) -> Result<(Vec<Member<'_>>, usize), ScanError> {
+    members_within(bytes, start, keys, 0, None)
+}
+
+/// `members_at` of an object `depth` containers deep. With `params`, the first member keyed
+/// `params` (as a case-insensitive reader folds it) whose value is an object is read by
+/// `members_within` with `Keys::Check` into it; if that finds a repeated key, the value is
+/// scanned again with `keys` to find its end (the line may still be well-formed).
+fn members_within<'a>(
+    bytes: &'a [u8],
+    start: usize,
+    keys: Keys,
+    depth: usize,
+    mut params: Option<&mut Option<Result<Vec<Member<'a>>, ScanError>>>,
+) -> Result<(Vec<Member<'a>>, usize), ScanError> {
+    if bytes.get(start) != Some(&b'{') || depth >= JSON_DEPTH_MAX {
+        return Err(ScanError::Malformed);
     }
     let mut out = Vec::new();
-    let mut pos = skip_ws(object, 1);
-    if object.get(pos) == Some(&b'}') {
-        return (pos + 1 == object.len()).then_some(out);
+    let mut seen = (keys == Keys::Check).then(HashSet::new);
+    let mut pos = skip_ws(bytes, start + 1);
+    if bytes.get(pos) == Some(&b'}') {
+        return Ok((out, pos + 1));
     }
     loop {
-        let key_end = scan_string(object, pos).ok()?;
-        let key = decode_wtf8(object.get(pos..key_end)?)?;
-        pos = skip_ws(object, key_end);
-        if object.get(pos) != Some(&b':') {
-            return None;
-        }
-        let value_start = skip_ws(object, pos + 1);
-        let value_end = scan_value(object, value_start, Keys::Ignore).ok()?;
+        let colon_end = scan_key(bytes, pos, seen.as_mut())?;
+        let key_end = scan_string(bytes, pos)?;
+        let key = decode_wtf8(bytes.get(pos..key_end).ok_or(ScanError::Malformed)?)
+            .ok_or(ScanError::Malformed)?;
+        let folded = fold_key(&key).into_owned();
+        let value_start = skip_ws(bytes, colon_end);
+        let value_end = match params.as_deref_mut() {
+            Some(slot @ None) if folded == b"params" && bytes.get(value_start) == Some(&b'{') => {
+                match members_within(bytes, value_start, Keys::Check, depth + 1, None) {
+                    Ok((members, end)) => {
+                        *slot = Some(Ok(members));
+                        end
+                    }
+                    Err(e) => {
+                        *slot = Some(Err(e));
+                        scan_value_within(bytes, value_start, keys, depth + 1)?
+                    }
+                }
+            }
+            _ => scan_value_within(bytes, value_start, keys, depth + 1)?,
+        };
         out.push(Member {
-            folded: fold_key(&key).into_owned(),
+            folded,
             key,
-            value: object.get(value_start..value_end)?,
+            value: bytes
+                .get(value_start..value_end)
+                .ok_or(ScanError::Malformed)?,
         });
-        pos = skip_ws(object, value_end);
-        match object.get(pos) {
-            Some(b',') => pos = skip_ws(object, pos + 1),
-            Some(b'}') => return (pos + 1 == object.len()).then_some(out),
-            _ => return None,
+        pos = skip_ws(bytes, value_end);
+        match bytes.get(pos) {
+            Some(b',') => pos = skip_ws(bytes, pos + 1),
+            Some(b'}') => return Ok((out, pos + 1)),
+            _ => return Err(ScanError::Malformed),
         }
     }
 }

@@ -1,7 +1,9 @@
 //! Protocol revisions: which one a connection negotiated (learned from the handshake as it
 //! passes), which one a single request names, and what a revision changes in a result's shape.
 
-use crate::mcp::envelope::{Message, elements, object_member, same_id};
+use crate::mcp::envelope::{
+    Member, Message, elements, member, object_member, same_id, unique_members,
+};
 use crate::mcp::json::escape::decode_json_string;
 
 /// Where a `server/discover` request carries the version it proposes (inside `params._meta`).
@@ -22,7 +24,13 @@ pub(crate) fn requires_result_type(protocol_version: &str) -> bool {
 /// if that is a string. From 2026-07-28 every request carries it, so the relay may prefer it to
 /// the connection's [`Negotiation`] when shaping one refusal.
 pub(crate) fn request_protocol_version(params: &[u8]) -> Option<String> {
-    let meta = object_member(params, "_meta")?;
+    protocol_version_in(&unique_members(params)?)
+}
+
+/// [`request_protocol_version`] of params already read into members whose keys are unique,
+/// so large params are not scanned again.
+pub(crate) fn protocol_version_in(params: &[Member<'_>]) -> Option<String> {
+    let meta = member(params, "_meta")?;
     decode_json_string(object_member(meta, PROTOCOL_VERSION_META_KEY)?)
 }
 

@@ -11,13 +11,15 @@ use cedar_policy::{
 };
 
 use crate::policy::conditions::{
-    argument_guards_as_true, argument_guards_as_true_in, est_of, reads_arguments,
-    reads_arguments_in, unguarded_argument_in,
+    argument_guards_as_true, argument_guards_as_true_in, context_attributes_in, est_of,
+    reads_arguments, reads_arguments_in, unguarded_argument_in,
 };
+use crate::policy::context::ContextReads;
 use crate::policy::diff::set_text;
 use crate::policy::error::PolicyError;
 use crate::policy::index::Index;
 use crate::policy::render::{render_action, render_principal, render_resource, string_literal};
+use crate::policy::request::PlanCache;
 use crate::policy::scope::{
     Effect, Scope, specificity_of_scope, validate_scope_name, validate_tool_name,
 };
@@ -69,6 +71,8 @@ struct Checked {
     conditional: bool,
     /// Whether a condition reads `context.arguments`.
     reads_arguments: bool,
+    /// The context attributes its conditions name; `None`: the whole context.
+    context_reads: Option<std::collections::BTreeSet<String>>,
 }
 
 /// Type names and the action, parsed once so `decide` builds requests without parsing.
@@ -102,6 +106,12 @@ pub struct PolicySet {
     pub(super) scopes: Vec<(Scope, bool)>,
     /// Parallel to `infos`: whether the policy reads `context.arguments`.
     pub(super) reads_args: Vec<bool>,
+    /// Parallel to `infos`: each policy's summary in reasons, written when first needed.
+    pub(super) summaries: Vec<std::sync::OnceLock<String>>,
+    /// The context attributes any policy can read: a call's context holds only these.
+    pub(super) context_reads: ContextReads,
+    /// The Cedar parts of the calls decided so far (see [`PlanCache`]).
+    pub(super) plans: PlanCache,
     pub(super) by_id: HashMap<String, usize>,
     /// Every policy, in the one bucket its resource scope puts it in.
     pub(super) index: Index,
@@ -571,8 +581,14 @@ fn compile_one(
             path,
         });
     }
+    let context_reads = if policy.has_non_scope_constraint() {
+        est.as_ref().and_then(context_attributes_in)
+    } else {
+        Some(std::collections::BTreeSet::new())
+    };
     Ok(Checked {
         reads_arguments: est.as_ref().is_some_and(reads_arguments_in),
+        context_reads,
         effect,
         specificity: specificity_of_scope(&scope),
         scope,
@@ -598,6 +614,9 @@ impl PolicySet {
             infos: Vec::new(),
             scopes: Vec::new(),
             reads_args: Vec::new(),
+            summaries: Vec::new(),
+            context_reads: ContextReads::default(),
+            plans: PlanCache::default(),
             by_id: HashMap::new(),
             index: Index::default(),
             authorizer: Authorizer::new(),
@@ -686,16 +705,14 @@ impl PolicySet {
                 });
             }
             let checked = compile_one(&validator, &stored.id, &stored.text, parsed.next())?;
-            let bucket = if indexed {
-                set.index.bucket_mut(&checked.scope)
-            } else {
-                &mut set.index.global
-            };
-            let half = match checked.effect {
-                Effect::Allow => &mut bucket.permits,
-                Effect::Ask | Effect::Deny => &mut bucket.forbids,
-            };
-            half.add(checked.policy)
+            set.index
+                .add(
+                    set.infos.len(),
+                    &checked.scope,
+                    checked.effect,
+                    checked.policy,
+                    indexed,
+                )
                 .map_err(|e| PolicyError::DuplicateId {
                     id: format!("{} ({e})", stored.id),
                 })?;
@@ -709,6 +726,8 @@ impl PolicySet {
             });
             set.scopes.push((checked.scope, checked.conditional));
             set.reads_args.push(checked.reads_arguments);
+            set.summaries.push(std::sync::OnceLock::new());
+            set.context_reads.add(checked.context_reads);
         }
         Ok(set)
     }

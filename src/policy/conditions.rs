@@ -1,7 +1,7 @@
 //! Reading a policy's conditions in Cedar's JSON form (EST): whether and how safely it reads the
 //! call's arguments, the import lints, and the agents it names.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 
 use cedar_policy::{Policy, PolicyId};
 
@@ -54,6 +54,51 @@ fn has_path(node: &serde_json::Value) -> Option<Vec<String>> {
 
 fn is_args_path(p: &[String]) -> bool {
     p.first().is_some_and(|a| a == "arguments")
+}
+
+/// The top-level `context` attributes a policy's conditions name (`context.a…`, `context has
+/// a…`), or `None` when one uses `context` any other way (compares it, or passes it whole), so
+/// that every attribute must be given. Anything this reader does not recognise counts as the
+/// whole context: the error is only ever to give a rule more than it needs.
+pub(super) fn context_attributes_in(est: &serde_json::Value) -> Option<BTreeSet<String>> {
+    fn is_context(e: &serde_json::Value) -> bool {
+        e.as_object().is_some_and(|m| {
+            m.len() == 1 && m.get("Var").and_then(|v| v.as_str()) == Some("context")
+        })
+    }
+    /// The attribute a `.` or `has` node takes directly from `context`.
+    fn direct(node: &serde_json::Value) -> Option<String> {
+        if !is_context(node.get("left")?) {
+            return None;
+        }
+        match node.get("attr")? {
+            serde_json::Value::String(a) => Some(a.clone()),
+            serde_json::Value::Array(a) => a.first()?.as_str().map(str::to_string),
+            _ => None,
+        }
+    }
+    fn walk(e: &serde_json::Value, out: &mut BTreeSet<String>) -> bool {
+        match e {
+            serde_json::Value::Object(m) => {
+                if m.get("Var").and_then(|v| v.as_str()) == Some("context") {
+                    return false;
+                }
+                m.iter().all(|(k, v)| {
+                    if (k == "." || k == "has")
+                        && let Some(attr) = direct(v)
+                    {
+                        out.insert(attr);
+                        return true;
+                    }
+                    walk(v, out)
+                })
+            }
+            serde_json::Value::Array(a) => a.iter().all(|x| walk(x, out)),
+            _ => true,
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(est, &mut out).then_some(out)
 }
 
 /// Whether any condition reads `context.arguments` (by access or `has`).

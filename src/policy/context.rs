@@ -481,30 +481,47 @@ impl CallContext {
         }
     }
 
-    /// The Cedar context. Unreadable arguments become an empty record here; the policy wrapper
-    /// keeps every rule that reads them from deciding (see `PolicySet::decide_with`).
+    /// The whole Cedar context (what the fuzzer and the tests build). Unreadable arguments become an empty record here; the policy
+    /// wrapper keeps every rule that reads them from deciding (see `PolicySet::decide_with`).
+    #[cfg(any(test, feature = "fuzz"))]
     pub(crate) fn to_cedar(&self) -> Result<Context, String> {
-        let arguments = match &self.arguments {
-            Ok(ArgValue::Record(members)) => record(members.clone()),
-            _ => record(Vec::new()),
+        self.to_cedar_for(&ContextReads::whole())
+    }
+
+    /// The Cedar context with the attributes `reads` names: what a set's rules can see.
+    pub(crate) fn to_cedar_for(&self, reads: &ContextReads) -> Result<Context, String> {
+        let mut pairs: Vec<(String, RestrictedExpression)> = Vec::new();
+        if reads.reads("arguments") {
+            let arguments = match &self.arguments {
+                Ok(ArgValue::Record(members)) => record(members.clone()),
+                _ => record(Vec::new()),
+            }
+            .ok_or_else(|| "the arguments could not be made a Cedar record".to_string())?;
+            pairs.push(("arguments".to_string(), arguments));
         }
-        .ok_or_else(|| "the arguments could not be made a Cedar record".to_string())?;
-        Context::from_pairs([
-            ("arguments".to_string(), arguments),
-            (
+        if reads.reads("now") {
+            pairs.push((
                 "now".to_string(),
                 RestrictedExpression::new_datetime(self.clock.cedar_datetime()),
-            ),
-            (
+            ));
+        }
+        if reads.reads("hour") {
+            pairs.push((
                 "hour".to_string(),
                 RestrictedExpression::new_long(self.clock.hour()),
-            ),
-            (
+            ));
+        }
+        if reads.reads("weekday") {
+            pairs.push((
                 "weekday".to_string(),
                 RestrictedExpression::new_string(self.clock.weekday().to_string()),
-            ),
-            ("session".to_string(), session_record(&self.session)?),
-            (
+            ));
+        }
+        if reads.reads("session") {
+            pairs.push(("session".to_string(), session_record(&self.session)?));
+        }
+        if reads.reads("definition") {
+            pairs.push((
                 "definition".to_string(),
                 RestrictedExpression::new_record([
                     (
@@ -517,9 +534,48 @@ impl CallContext {
                     ),
                 ])
                 .map_err(|e| e.to_string())?,
-            ),
-        ])
-        .map_err(|e| e.to_string())
+            ));
+        }
+        if pairs.is_empty() {
+            return Ok(Context::empty());
+        }
+        Context::from_pairs(pairs).map_err(|e| e.to_string())
+    }
+}
+
+/// Which of the context's attributes a set's rules can read. Cedar shows a policy only what it
+/// names, so an attribute no rule names changes no answer when it is left out, and leaving it
+/// out saves building it: `now` alone, a datetime Cedar parses with a regular expression, was
+/// most of the cost of a call's context.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ContextReads {
+    /// A rule uses `context` other than by naming an attribute (compares it, passes it whole):
+    /// every attribute is given.
+    whole: bool,
+    /// The top-level attributes named by `context.a…` or `context has a…`.
+    names: std::collections::BTreeSet<String>,
+}
+
+impl ContextReads {
+    /// Every attribute.
+    #[cfg(any(test, feature = "fuzz"))]
+    pub(crate) fn whole() -> ContextReads {
+        ContextReads {
+            whole: true,
+            names: std::collections::BTreeSet::new(),
+        }
+    }
+
+    /// Adds what one policy reads: `None` is a policy that uses the context whole.
+    pub(crate) fn add(&mut self, reads: Option<std::collections::BTreeSet<String>>) {
+        match reads {
+            Some(names) => self.names.extend(names),
+            None => self.whole = true,
+        }
+    }
+
+    pub(crate) fn reads(&self, attribute: &str) -> bool {
+        self.whole || self.names.contains(attribute)
     }
 }
 

@@ -1,19 +1,16 @@
-//! The decision for one call: the Cedar request, two Cedar evaluations per bucket the call can
-//! hit, and the fixed precedence wrapper (most specific wins, ties to deny, then ask, then allow,
+//! The decision for one call: the Cedar request, Cedar's evaluation of the permits and of the
+//! forbids of each group of the index the call can hit, and the fixed precedence wrapper (most specific wins, ties to deny, then ask, then allow,
 //! then the oldest; a forbid that cannot be evaluated never lets the call through).
 
 use std::cmp::Reverse;
-use std::collections::HashSet;
 use std::fmt::Write as _;
 
-use cedar_policy::{
-    AuthorizationError, Decision as CedarDecision, Entities, Entity, EntityId, EntityUid, Request,
-    Response,
-};
+use cedar_policy::{AuthorizationError, Decision as CedarDecision, Request, Response};
 
-use crate::policy::compile::{Names, PolicyInfo, PolicySet};
+use crate::policy::compile::{PolicyInfo, PolicySet};
 use crate::policy::context::{ArgumentsProblem, CallContext};
 use crate::policy::explain::Considered;
+use crate::policy::request::CallPlan;
 use crate::policy::scope::Effect;
 
 /// One `tools/call` as the policy sees it. `agent: None` is a session with no enrolled agent;
@@ -51,6 +48,21 @@ pub(super) struct Evaluation {
     pub(super) matching: Vec<usize>,
     pub(super) tie_break: String,
     pub(super) cedar: CedarDiagnostics,
+}
+
+/// How much of an evaluation to keep: a decision needs the winner; `policy explain` also wants
+/// what became of every policy and Cedar's answers as text, which a decision does not pay for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Detail {
+    Decision,
+    Explain,
+}
+
+/// Cedar's responses for one call: those for the groups' permits, and for their forbids.
+#[derive(Default)]
+struct Answers {
+    permits: Vec<Response>,
+    forbids: Vec<Response>,
 }
 
 /// What the ranking gives: the decision, the index of the policy that decided, the tie-break.
@@ -98,10 +110,11 @@ fn verb(effect: Effect) -> &'static str {
 }
 
 impl PolicySet {
-    /// The daemon's decision for one call. Pure; Cedar evaluations of the (at most four) buckets
-    /// the call can hit, then a ranking.
+    /// The daemon's decision for one call. Pure but for the set's entity cache; Cedar
+    /// evaluations of the (at most eight) groups the call can hit, then a ranking.
     pub fn decide(&self, req: &CallRequest<'_>) -> Decision {
-        self.evaluate(req, &CallContext::empty()).decision
+        self.evaluate(req, &CallContext::empty(), Detail::Decision)
+            .decision
     }
 
     /// `decide` with the call's arguments and the time. A rule that reads `context.arguments`
@@ -109,7 +122,7 @@ impl PolicySet {
     /// unreadable): such a deny or ask rule that could apply refuses or holds the call, and such
     /// an allow rule cannot allow it.
     pub(crate) fn decide_with(&self, req: &CallRequest<'_>, ctx: &CallContext) -> Decision {
-        self.evaluate(req, ctx).decision
+        self.evaluate(req, ctx, Detail::Decision).decision
     }
 
     /// Whether the rules deny every call to this tool whatever its arguments (what hide-denied
@@ -117,7 +130,7 @@ impl PolicySet {
     /// errored, and no conditional allow or ask rule more specific than it could apply (with
     /// other arguments it might win). An `ask` is never outright.
     pub(crate) fn denies_outright(&self, req: &CallRequest<'_>, ctx: &CallContext) -> bool {
-        let ev = self.evaluate(req, ctx);
+        let ev = self.evaluate(req, ctx, Detail::Decision);
         let Some(d) = ev.decider else { return false };
         let (Some(winner), Some((_, conditional))) = (self.infos.get(d), self.scopes.get(d)) else {
             return false;
@@ -135,43 +148,6 @@ impl PolicySet {
         })
     }
 
-    /// Builds the Cedar request and the entity slice: the Tool with its two parents, the
-    /// parents themselves, and the Agent (`Agent::""` for an unenrolled session).
-    fn request(
-        &self,
-        names: &Names,
-        req: &CallRequest<'_>,
-        tool_id: &str,
-        ctx: &CallContext,
-    ) -> Result<(Request, Entities), String> {
-        let agent = EntityUid::from_type_name_and_id(
-            names.agent.clone(),
-            EntityId::new(req.agent.unwrap_or("")),
-        );
-        let connector =
-            EntityUid::from_type_name_and_id(names.connector.clone(), EntityId::new(req.connector));
-        let tool_name =
-            EntityUid::from_type_name_and_id(names.tool_name.clone(), EntityId::new(req.tool));
-        let tool = EntityUid::from_type_name_and_id(names.tool.clone(), EntityId::new(tool_id));
-        let entities = Entities::from_entities(
-            [
-                Entity::new_no_attrs(
-                    tool.clone(),
-                    HashSet::from([connector.clone(), tool_name.clone()]),
-                ),
-                Entity::new_no_attrs(connector, HashSet::new()),
-                Entity::new_no_attrs(tool_name, HashSet::new()),
-                Entity::new_no_attrs(agent.clone(), HashSet::new()),
-            ],
-            None,
-        )
-        .map_err(|e| e.to_string())?;
-        // No schema here: a call must be decided, never rejected for its shape.
-        let request = Request::new(agent, names.call.clone(), tool, ctx.to_cedar()?, None)
-            .map_err(|e| e.to_string())?;
-        Ok((request, entities))
-    }
-
     /// Ranking key: most specific first, then deny > ask > allow, then oldest (index order is
     /// seq order).
     fn rank_key(&self, i: usize) -> (Reverse<i64>, Reverse<Effect>, usize) {
@@ -181,23 +157,35 @@ impl PolicySet {
         }
     }
 
-    fn summary(&self, i: usize) -> String {
-        let (Some(info), Some((scope, conditional))) = (self.infos.get(i), self.scopes.get(i))
-        else {
-            return String::new();
+    /// "rule R (deny tool T for every agent …)": written the first time rule `i` decides a call,
+    /// then kept (a reason is written for every decision; the rule never changes).
+    fn summary(&self, i: usize) -> &str {
+        let Some(kept) = self.summaries.get(i) else {
+            return "";
         };
-        let mut s = format!("rule {} ({} {}", info.id, info.effect, scope.describe());
-        if *conditional {
-            s.push_str(", when its conditions hold");
-        }
-        s.push(')');
-        s
+        kept.get_or_init(|| {
+            let (Some(info), Some((scope, conditional))) = (self.infos.get(i), self.scopes.get(i))
+            else {
+                return String::new();
+            };
+            let mut s = format!("rule {} ({} {}", info.id, info.effect, scope.describe());
+            if *conditional {
+                s.push_str(", when its conditions hold");
+            }
+            s.push(')');
+            s
+        })
     }
 
     /// The wrapper, one named step after another: the Cedar request, Cedar's answers for the
     /// buckets the call can hit, what matched and what erred, the rules set aside because they
     /// read arguments that could not be read, the ranking, then the fail-closed floor.
-    pub(super) fn evaluate(&self, req: &CallRequest<'_>, ctx: &CallContext) -> Evaluation {
+    pub(super) fn evaluate(
+        &self,
+        req: &CallRequest<'_>,
+        ctx: &CallContext,
+        detail: Detail,
+    ) -> Evaluation {
         let Some(names) = &self.names else {
             return Evaluation::refuse(
                 "Holdcall could not set up its Cedar names, so every call is denied".to_string(),
@@ -205,7 +193,7 @@ impl PolicySet {
             );
         };
         let tool_id = format!("{}/{}", req.connector, req.tool);
-        let (request, entities) = match self.request(names, req, &tool_id, ctx) {
+        let (request, plan) = match self.request(names, req, &tool_id, ctx) {
             Ok(parts) => parts,
             Err(e) => {
                 return Evaluation::refuse(
@@ -216,30 +204,37 @@ impl PolicySet {
                 );
             }
         };
-        let (permits, forbids) = self.ask_cedar(&request, &entities, &tool_id, req);
-        let cedar = diagnostics(&permits, &forbids);
+        let answers = self.ask_cedar(&request, &plan, &tool_id, req);
+        let cedar = if detail == Detail::Explain {
+            self.diagnostics(&answers)
+        } else {
+            CedarDiagnostics::default()
+        };
 
-        let mut matching = match self.matching(&permits, &forbids) {
+        let mut matching = match self.matching(&answers) {
             Ok(matching) => matching,
             Err(reason) => return Evaluation::refuse(reason, cedar),
         };
-        let permit_errors = self.permit_errors(&permits);
-        let mut errored = match self.forbid_errors(&forbids) {
-            Ok(errored) => errored,
+        let (permit_errors, mut errored) = match self.errors(&answers) {
+            Ok(split) => split,
             Err(reason) => return Evaluation::refuse(reason, cedar),
         };
-        let could_apply = self.could_apply(&tool_id, req);
+        let could_apply = &plan.could_apply;
         let args_problem = ctx.arguments.as_ref().err();
         if let Some(problem) = args_problem {
-            self.set_aside_argument_readers(problem, &could_apply, &mut matching, &mut errored);
+            self.set_aside_argument_readers(problem, could_apply, &mut matching, &mut errored);
         }
-        let considered = self.considered(
-            &could_apply,
-            args_problem,
-            &matching,
-            &errored,
-            &permit_errors,
-        );
+        let considered = if detail == Detail::Explain {
+            self.considered(
+                could_apply,
+                args_problem,
+                &matching,
+                &errored,
+                &permit_errors,
+            )
+        } else {
+            Vec::new()
+        };
         matching.sort_by_key(|&i| self.rank_key(i));
         matching.dedup();
 
@@ -265,43 +260,44 @@ impl PolicySet {
         }
     }
 
-    /// Cedar's answers, permits then forbids. Two calls per bucket, not one: in a single set
-    /// `reason()` hides every permit once any forbid matches, and the wrapper needs every match.
-    /// Only the buckets this request can hit are asked (see `Index`), and an empty half has
-    /// nothing to say.
+    /// Cedar's answers for the groups this call can hit (its plan's merged group, or the index's
+    /// groups): one call over each group's permits and one over its forbids, so that each
+    /// policy is evaluated once and each answer's reason names every match of its kind.
     fn ask_cedar(
         &self,
         request: &Request,
-        entities: &Entities,
+        plan: &CallPlan,
         tool_id: &str,
         req: &CallRequest<'_>,
-    ) -> (Vec<Response>, Vec<Response>) {
-        let mut permits: Vec<Response> = Vec::new();
-        let mut forbids: Vec<Response> = Vec::new();
-        for halves in self.index.buckets(tool_id, req).into_iter().flatten() {
-            if !halves.permits.is_empty() {
-                permits.push(
-                    self.authorizer
-                        .is_authorized(request, &halves.permits, entities),
-                );
+    ) -> Answers {
+        let mut answers = Answers::default();
+        for group in plan.groups(&self.index, tool_id, req) {
+            if !group.permits.is_empty() {
+                answers.permits.push(self.authorizer.is_authorized(
+                    request,
+                    &group.permits,
+                    &plan.entities,
+                ));
             }
-            if !halves.forbids.is_empty() {
-                forbids.push(
-                    self.authorizer
-                        .is_authorized(request, &halves.forbids, entities),
-                );
+            if !group.forbids.is_empty() {
+                answers.forbids.push(self.authorizer.is_authorized(
+                    request,
+                    &group.forbids,
+                    &plan.entities,
+                ));
             }
         }
-        (permits, forbids)
+        answers
     }
 
-    /// Every policy Cedar reported as matching, permits first. A rule Holdcall does not know is
-    /// the reason to refuse the call (`Err`).
-    fn matching(&self, permits: &[Response], forbids: &[Response]) -> Result<Vec<usize>, String> {
+    /// Every policy Cedar reported as matching. A rule Holdcall does not know is the reason to
+    /// refuse the call (`Err`).
+    fn matching(&self, answers: &Answers) -> Result<Vec<usize>, String> {
         let mut matching = Vec::new();
-        for id in permits
+        for id in answers
+            .permits
             .iter()
-            .chain(forbids)
+            .chain(&answers.forbids)
             .flat_map(|r| r.diagnostics().reason())
         {
             match self.by_id.get(AsRef::<str>::as_ref(id)) {
@@ -316,54 +312,81 @@ impl PolicySet {
         Ok(matching)
     }
 
-    /// The permits whose evaluation erred, with Cedar's message. Cedar skips them, which only
-    /// takes an allow away, so they are only reported.
-    fn permit_errors(&self, permits: &[Response]) -> Vec<(usize, String)> {
-        permits
-            .iter()
-            .flat_map(|r| r.diagnostics().errors())
-            .filter_map(|err| {
-                let AuthorizationError::PolicyEvaluationError(e) = err;
-                self.by_id
-                    .get(AsRef::<str>::as_ref(e.policy_id()))
-                    .map(|&i| (i, e.inner().to_string()))
-            })
-            .collect()
-    }
-
-    /// The forbids whose evaluation erred, with Cedar's message. Skip-on-error would make an
-    /// erroring forbid fail open; they are collected to escalate (`fail_closed`). A rule Holdcall
+    /// The policies whose evaluation erred, with Cedar's message: the permits, which Cedar skips,
+    /// which only takes an allow away, so they are only reported; then the forbids, which
+    /// skip-on-error would make fail open, collected to escalate (`fail_closed`). A rule Holdcall
     /// does not know is the reason to refuse the call (`Err`).
-    fn forbid_errors(&self, forbids: &[Response]) -> Result<Vec<(usize, String)>, String> {
-        let mut errored: Vec<(usize, String)> = Vec::new();
-        for err in forbids.iter().flat_map(|r| r.diagnostics().errors()) {
-            let AuthorizationError::PolicyEvaluationError(e) = err;
-            match self.by_id.get(AsRef::<str>::as_ref(e.policy_id())) {
-                Some(&i) => errored.push((i, e.inner().to_string())),
-                None => {
+    #[allow(clippy::type_complexity)]
+    fn errors(
+        &self,
+        answers: &Answers,
+    ) -> Result<(Vec<(usize, String)>, Vec<(usize, String)>), String> {
+        let read = |responses: &[Response]| -> Result<Vec<(usize, String)>, String> {
+            let mut found = Vec::new();
+            for err in responses.iter().flat_map(|r| r.diagnostics().errors()) {
+                let AuthorizationError::PolicyEvaluationError(e) = err;
+                let Some(&i) = self.by_id.get(AsRef::<str>::as_ref(e.policy_id())) else {
                     return Err(format!(
                         "a rule Holdcall does not know failed in Cedar ({err}), so the call is denied"
                     ));
-                }
+                };
+                found.push((i, e.inner().to_string()));
             }
-        }
-        Ok(errored)
+            Ok(found)
+        };
+        Ok((read(&answers.permits)?, read(&answers.forbids)?))
     }
 
-    /// Every policy the call's buckets hold could apply; Cedar said which matched or erred.
+    /// Every policy the call's groups hold could apply; Cedar said which matched or erred.
     /// Sorted, without repeats.
     fn could_apply(&self, tool_id: &str, req: &CallRequest<'_>) -> Vec<usize> {
         let mut could_apply: Vec<usize> = self
             .index
-            .buckets(tool_id, req)
-            .into_iter()
-            .flatten()
-            .flat_map(|h| h.permits.policies().chain(h.forbids.policies()))
-            .filter_map(|p| self.by_id.get(AsRef::<str>::as_ref(p.id())).copied())
+            .groups(tool_id, req)
+            .flat_map(|g| g.members.iter().copied())
             .collect();
         could_apply.sort_unstable();
         could_apply.dedup();
         could_apply
+    }
+
+    /// Cedar's answers reported as if the permits and the forbids that could apply had each been
+    /// one set: a permits-only set allows exactly when one of its permits matches, and a
+    /// forbids-only set always denies (a match denies; no match allows nothing).
+    fn diagnostics(&self, answers: &Answers) -> CedarDiagnostics {
+        let reasons = |rs: &[Response]| {
+            let mut ids: Vec<String> = rs
+                .iter()
+                .flat_map(|r| r.diagnostics().reason())
+                .map(ToString::to_string)
+                .collect();
+            ids.sort();
+            ids
+        };
+        let mut errors: Vec<String> = answers
+            .permits
+            .iter()
+            .chain(&answers.forbids)
+            .flat_map(|r| r.diagnostics().errors())
+            .map(ToString::to_string)
+            .collect();
+        errors.sort();
+        let permit_decision = if answers
+            .permits
+            .iter()
+            .any(|r| r.decision() == CedarDecision::Allow)
+        {
+            CedarDecision::Allow
+        } else {
+            CedarDecision::Deny
+        };
+        CedarDiagnostics {
+            permit_decision: format!("{permit_decision:?}"),
+            permit_reasons: reasons(&answers.permits),
+            forbid_decision: format!("{:?}", CedarDecision::Deny),
+            forbid_reasons: reasons(&answers.forbids),
+            errors,
+        }
     }
 
     /// Whether policy `i` reads `context.arguments` (an unknown index counts as reading them).
@@ -550,39 +573,5 @@ impl PolicySet {
             Some(w),
             tie_break,
         )
-    }
-}
-
-/// Cedar's answers for the permit halves and the forbid halves of the buckets asked, reported
-/// as if each kind had been one set: a permits-only set allows exactly when one of its permits
-/// matches, and a forbids-only set always denies (a match denies; no match allows nothing).
-fn diagnostics(permits: &[Response], forbids: &[Response]) -> CedarDiagnostics {
-    let reasons = |rs: &[Response]| {
-        let mut ids: Vec<String> = rs
-            .iter()
-            .flat_map(|r| r.diagnostics().reason())
-            .map(ToString::to_string)
-            .collect();
-        ids.sort();
-        ids
-    };
-    let mut errors: Vec<String> = permits
-        .iter()
-        .chain(forbids)
-        .flat_map(|r| r.diagnostics().errors())
-        .map(ToString::to_string)
-        .collect();
-    errors.sort();
-    let permit_decision = if permits.iter().any(|r| r.decision() == CedarDecision::Allow) {
-        CedarDecision::Allow
-    } else {
-        CedarDecision::Deny
-    };
-    CedarDiagnostics {
-        permit_decision: format!("{permit_decision:?}"),
-        permit_reasons: reasons(permits),
-        forbid_decision: format!("{:?}", CedarDecision::Deny),
-        forbid_reasons: reasons(forbids),
-        errors,
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::policy::compile::{PolicyInfo, PolicySet};
 use crate::policy::context::CallContext;
-use crate::policy::decide::{CallRequest, CedarDiagnostics, Decision, Evaluation};
+use crate::policy::decide::{CallRequest, CedarDiagnostics, Decision, Detail, Evaluation};
 use crate::policy::scope::Effect;
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -40,7 +40,7 @@ pub struct Considered {
 impl PolicySet {
     /// `explain` with the call's arguments and the time.
     pub(crate) fn explain_with(&self, req: &CallRequest<'_>, ctx: &CallContext) -> Explanation {
-        let evaluation = self.evaluate(req, ctx);
+        let evaluation = self.evaluate(req, ctx, Detail::Explain);
         self.explanation(req, evaluation)
     }
 

@@ -9,11 +9,13 @@
 //!   strict validation, guarded argument reads) and deriving its effect and specificity from the
 //!   scope alone (`compile`, `conditions`, `scope`, `error`);
 //! - the decision: Cedar evaluates a permit-only and a forbid-only set (two calls, because
-//!   `reason()` lists only the *determining* policies of one call) for each of the ≤ 4 buckets
-//!   of the scope index a call can hit (exact tool, tool name, connector, every tool), then the
-//!   most specific matching policy wins, ties to deny, then ask, then allow, then the oldest
-//!   (lowest `seq`); a forbid that cannot be evaluated never lets the call through (fail
-//!   closed) (`index`, `decide`, `explain`);
+//!   `reason()` lists only the *determining* policies of one call) for each of the ≤ 8 groups
+//!   of the scope index a call can hit (exact tool, tool name, connector, every tool; each for
+//!   the call's agent and for every agent), merged into one group per call when few; the call's
+//!   entities and plan are kept per (agent, connector, tool) and its context holds only what
+//!   some rule reads (`request`, decision 0021); then the most specific matching policy wins,
+//!   ties to deny, then ask, then allow, then the oldest (lowest `seq`); a forbid that cannot be
+//!   evaluated never lets the call through (fail closed) (`index`, `decide`, `explain`);
 //! - rendering rules made on the command line as Cedar text, name validation, the import lints,
 //!   unified diffs of policy text and their applier, and the precedence-table case parser shared
 //!   with tests (`render`, `conditions`, `diff`, `precedence`);
@@ -37,6 +39,7 @@ pub(crate) mod file;
 mod index;
 mod precedence;
 mod render;
+mod request;
 mod scope;
 
 #[cfg(test)]

@@ -3,12 +3,12 @@
 //! Reads through `crate::mcp`'s strict scanner and envelope; never re-serialises a line.
 
 use crate::mcp::envelope::{
-    Member, Message, NotOneValue, elements, envelope, keys_are_unique, member, members, one_value,
-    unique_members,
+    Member, Message, NotOneValue, ObjectLine, elements, envelope, keys_are_unique, member,
+    one_object, one_value, unique_members,
 };
 use crate::mcp::json::escape::{decode_json_string, decode_wtf8};
-use crate::mcp::json::scan::{Keys, ScanError, fold_key, scan_value};
-use crate::mcp::version::request_protocol_version;
+use crate::mcp::json::scan::{ScanError, fold_key, skip_ws};
+use crate::mcp::version::protocol_version_in;
 
 /// The only method Holdcall decides on; compared with the decoded method value, case-sensitively
 /// (keys fold, values do not: see [`fold_key`]). A value that is not exactly it but would read
@@ -158,14 +158,23 @@ pub fn classify_client_line(line: &[u8]) -> ClientFrame<'_> {
         // end a line there: a server could read this one line as several messages.
         return ClientFrame::Unreadable(Anomaly::Framing);
     }
+    let not_one = |e| match e {
+        NotOneValue::Malformed => ClientFrame::Unreadable(Anomaly::MalformedJson),
+        NotOneValue::SeveralValues => ClientFrame::Unreadable(Anomaly::Framing),
+    };
+    if line.get(skip_ws(line, 0)) == Some(&b'{') {
+        // The common case, read in one scan: the members are the line's reading.
+        return match one_object(line) {
+            Ok(object) => classify_object(object),
+            Err(e) => not_one(e),
+        };
+    }
     let value = match one_value(line) {
         Ok(Some(value)) => value,
         Ok(None) => return ClientFrame::Blank,
-        Err(NotOneValue::Malformed) => return ClientFrame::Unreadable(Anomaly::MalformedJson),
-        Err(NotOneValue::SeveralValues) => return ClientFrame::Unreadable(Anomaly::Framing),
+        Err(e) => return not_one(e),
     };
     match value.first() {
-        Some(b'{') => classify_object(value),
         Some(b'[') => classify_batch(value),
         // A scalar is not a JSON-RPC message; the server rejects it, and it cannot run a tool.
         _ => ClientFrame::Forward(Message::default()),
@@ -195,10 +204,8 @@ fn any_ambiguous(members: &[Member<'_>]) -> bool {
     members.iter().any(|m| ambiguous_key(&m.key))
 }
 
-fn classify_object(object: &[u8]) -> ClientFrame<'_> {
-    let Some(members) = members(object) else {
-        return ClientFrame::Unreadable(Anomaly::MalformedJson);
-    };
+fn classify_object(object: ObjectLine<'_>) -> ClientFrame<'_> {
+    let ObjectLine { members, params } = object;
     if !keys_are_unique(&members) {
         // Which id or method the server would act on depends on its parser: trust neither.
         return ClientFrame::Unreadable(Anomaly::DuplicateKey);
@@ -223,23 +230,25 @@ fn classify_object(object: &[u8]) -> ClientFrame<'_> {
     if message.method.as_deref() != Some(TOOLS_CALL) {
         return ClientFrame::Forward(message);
     }
-    read_call(message.id, message.params)
+    read_call(message.id, params)
 }
 
-fn read_call<'a>(id: Option<&'a [u8]>, params: Option<&'a [u8]>) -> ClientFrame<'a> {
+/// A `tools/call` whose `params` the line's scan read as `params` (see `one_object`; `None`:
+/// missing or not an object). The line's keys are unique, so these are the message's params.
+fn read_call<'a>(
+    id: Option<&'a [u8]>,
+    params: Option<Result<Vec<Member<'a>>, ScanError>>,
+) -> ClientFrame<'a> {
     let unreadable = |anomaly| ClientFrame::UnreadableCall { id, anomaly };
-    let Some(params) = params.filter(|params| params.first() == Some(&b'{')) else {
+    let Some(checked) = params else {
         return unreadable(Anomaly::UnreadableCall);
     };
     // A repeated key anywhere in params could make the server run a different name or different
     // arguments from the ones decided on.
-    match scan_value(params, 0, Keys::Check) {
-        Ok(end) if end == params.len() => {}
+    let members = match checked {
+        Ok(members) => members,
         Err(ScanError::DuplicateKey) => return unreadable(Anomaly::DuplicateKey),
-        _ => return unreadable(Anomaly::UnreadableCall),
-    }
-    let Some(members) = members(params) else {
-        return unreadable(Anomaly::UnreadableCall);
+        Err(ScanError::Malformed) => return unreadable(Anomaly::UnreadableCall),
     };
     if any_ambiguous(&members) {
         return unreadable(Anomaly::Ambiguous);
@@ -254,7 +263,7 @@ fn read_call<'a>(id: Option<&'a [u8]>, params: Option<&'a [u8]>) -> ClientFrame<
         id,
         name,
         arguments: member(&members, "arguments"),
-        protocol_version: request_protocol_version(params),
+        protocol_version: protocol_version_in(&members),
         request_state: member(&members, "requestState"),
         input_responses: member(&members, "inputResponses").is_some(),
         creates_task: member(&members, "task").is_some(),

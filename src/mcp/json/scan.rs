@@ -71,13 +71,24 @@ pub(crate) fn skip_ws(bytes: &[u8], mut pos: usize) -> usize {
 /// Scans one JSON value starting at `start` (leading whitespace allowed) and returns the offset
 /// just past it. Iterative; nesting deeper than `JSON_DEPTH_MAX` is malformed.
 pub(crate) fn scan_value(bytes: &[u8], start: usize, keys: Keys) -> Result<usize, ScanError> {
+    scan_value_within(bytes, start, keys, 0)
+}
+
+/// `scan_value` of a value already `depth` containers deep (a member of an object counts 1),
+/// so that scanning a container's members one by one allows the depth scanning it whole does.
+pub(crate) fn scan_value_within(
+    bytes: &[u8],
+    start: usize,
+    keys: Keys,
+    depth: usize,
+) -> Result<usize, ScanError> {
     let mut stack: Vec<Open> = Vec::new();
     let mut pos = start;
     'value: loop {
         pos = skip_ws(bytes, pos);
         match bytes.get(pos).copied() {
             Some(b'{') => {
-                if stack.len() >= JSON_DEPTH_MAX {
+                if stack.len() + depth >= JSON_DEPTH_MAX {
                     return Err(ScanError::Malformed);
                 }
                 pos = skip_ws(bytes, pos + 1);
@@ -91,7 +102,7 @@ pub(crate) fn scan_value(bytes: &[u8], start: usize, keys: Keys) -> Result<usize
                 }
             }
             Some(b'[') => {
-                if stack.len() >= JSON_DEPTH_MAX {
+                if stack.len() + depth >= JSON_DEPTH_MAX {
                     return Err(ScanError::Malformed);
                 }
                 pos = skip_ws(bytes, pos + 1);
@@ -137,7 +148,7 @@ pub(crate) fn scan_value(bytes: &[u8], start: usize, keys: Keys) -> Result<usize
 
 /// Scans `"key"` and the `:` after it, returning the offset just past the colon. With `seen`,
 /// a key whose decoded, folded value was already seen in this object is an error.
-fn scan_key(
+pub(crate) fn scan_key(
     bytes: &[u8],
     start: usize,
     seen: Option<&mut HashSet<Vec<u8>>>,

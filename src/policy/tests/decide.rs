@@ -429,22 +429,28 @@ fn index_universe() -> Vec<StoredPolicy> {
         "when { true }",
         "unless { principal == Agent::\"a\" }",
     ];
-    for (r, resource) in resources.iter().enumerate() {
-        for (k, condition) in conditions.iter().enumerate() {
-            for (e, (keyword, effect)) in
-                [("permit", "allow"), ("forbid", "deny"), ("forbid", "ask")]
-                    .iter()
-                    .enumerate()
-            {
-                let n = seq + 1 + (r * 9 + k * 3 + e) as i64;
-                let id = format!("cond-{n}");
-                out.push(raw(
-                    n,
-                    &id,
-                    &format!(
-                        "@id(\"{id}\")\n@holdcall_effect(\"{effect}\")\n{keyword} (principal, action, {resource}) {condition};"
-                    ),
-                ));
+    // Conditional rules for every agent and for agent `a` alone: the index must neither
+    // evaluate nor report the errors of a rule for another agent, and flat Cedar never
+    // evaluates the conditions of a rule whose principal does not match.
+    let principals = ["principal", "principal == Agent::\"a\""];
+    for (p, principal) in principals.iter().enumerate() {
+        for (r, resource) in resources.iter().enumerate() {
+            for (k, condition) in conditions.iter().enumerate() {
+                for (e, (keyword, effect)) in
+                    [("permit", "allow"), ("forbid", "deny"), ("forbid", "ask")]
+                        .iter()
+                        .enumerate()
+                {
+                    let n = seq + 1 + (p * 36 + r * 9 + k * 3 + e) as i64;
+                    let id = format!("cond-{n}");
+                    out.push(raw(
+                        n,
+                        &id,
+                        &format!(
+                            "@id(\"{id}\")\n@holdcall_effect(\"{effect}\")\n{keyword} ({principal}, action, {resource}) {condition};"
+                        ),
+                    ));
+                }
             }
         }
     }
@@ -471,6 +477,9 @@ fn the_scope_index_decides_exactly_as_evaluating_every_policy() {
     let tools = ["t", "u", "x/y", "y", "v"];
     let mut rng = Lcg(7);
     let mut compared = 0;
+    // Calls with few policies that could apply are asked as one merged Cedar set, the others
+    // group by group: both ways are compared.
+    let (mut merged, mut unmerged) = (0, 0);
     for round in 0..60 {
         // A random subset of the universe, in a random order (seq still decides age).
         let mut chosen: Vec<StoredPolicy> = universe
@@ -508,36 +517,49 @@ fn the_scope_index_decides_exactly_as_evaluating_every_policy() {
                     let want = strip(flat.explain(&req));
                     assert_eq!(got, want, "round {round}, request {req:?}");
                     compared += 1;
+                    match indexed.plans.merged(&req) {
+                        Some(true) => merged += 1,
+                        Some(false) => unmerged += 1,
+                        None => panic!("no plan kept for {req:?}"),
+                    }
                 }
             }
         }
     }
     assert_eq!(compared, 60 * 3 * 4 * 5);
+    assert!(
+        merged > 100 && unmerged > 100,
+        "{merged} merged, {unmerged} not"
+    );
 }
 
 #[test]
-fn a_call_evaluates_only_the_buckets_its_tool_name_and_connector_can_hit() {
+fn a_call_evaluates_only_the_groups_its_tool_name_connector_and_agent_can_hit() {
     let set = compile(&index_universe());
-    // Exact tool c/t, tool name t, connector c, and the global bucket: nothing else.
-    let hit: usize = set
-        .index
-        .buckets("c/t", &call(None, "c", "t"))
-        .into_iter()
-        .flatten()
-        .map(|h| h.permits.num_of_policies() + h.forbids.num_of_policies())
-        .sum();
-    let wanted = set
-        .scopes
-        .iter()
-        .filter(|(s, _)| match (s.tool.as_deref(), s.connector.as_deref()) {
-            (Some(t), Some(c)) => (c, t) == ("c", "t"),
-            (Some(t), None) => t == "t",
-            (None, Some(c)) => c == "c",
-            (None, None) => true,
-        })
-        .count();
-    assert_eq!(hit, wanted);
-    assert!(hit < set.info().len() / 2, "{hit} of {}", set.info().len());
+    for agent in [None, Some("a"), Some("b")] {
+        // Exact tool c/t, tool name t, connector c, and the global bucket; in each, the rules
+        // for every agent and those for this agent: nothing else.
+        let hit: usize = set
+            .index
+            .groups("c/t", &call(agent, "c", "t"))
+            .map(|g| g.permits.num_of_policies() + g.forbids.num_of_policies())
+            .sum();
+        let wanted = set
+            .scopes
+            .iter()
+            .filter(|(s, _)| {
+                let resource = match (s.tool.as_deref(), s.connector.as_deref()) {
+                    (Some(t), Some(c)) => (c, t) == ("c", "t"),
+                    (Some(t), None) => t == "t",
+                    (None, Some(c)) => c == "c",
+                    (None, None) => true,
+                };
+                resource && (s.agent.is_none() || s.agent.as_deref() == agent)
+            })
+            .count();
+        assert_eq!(hit, wanted, "agent {agent:?}");
+        assert!(hit < set.info().len() / 2, "{hit} of {}", set.info().len());
+    }
     // A tool name with a `/` lands in its exact-tool bucket, split at the connector's end.
     assert!(set.index.tools.contains_key("c/x/y"));
     assert!(set.index.tool_names.contains_key("x/y"));

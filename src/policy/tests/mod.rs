@@ -2,6 +2,7 @@
 
 mod compile;
 mod decide;
+mod request;
 mod text;
 
 use super::context::CallContext;
@@ -11,7 +12,7 @@ impl PolicySet {
     /// The same evaluation as `decide`, with every matching policy, the tie-break and Cedar's
     /// own diagnostics per half.
     fn explain(&self, req: &CallRequest<'_>) -> Explanation {
-        let evaluation = self.evaluate(req, &CallContext::empty());
+        let evaluation = self.evaluate(req, &CallContext::empty(), super::decide::Detail::Explain);
         self.explanation(req, evaluation)
     }
 }
