@@ -1322,6 +1322,33 @@ fn cat_cmd(b: &Bench, home: &Path) -> Command {
     c
 }
 
+/// The demo server behind a line-at-a-time copier both ways (`python3`, reading each line
+/// whole before writing it): what any process that must hold a line before it forwards a byte
+/// of it costs. The relay is one (whether a line is a `tools/call` is known only once it is
+/// read to its end, and a call reaches the server only decided), `cat` is not: it forwards each
+/// chunk as it comes, so the two transfers of a frame overlap. The passthrough's third floor;
+/// `None` when there is no `python3`.
+fn line_copier_cmd(b: &Bench, home: &Path) -> Option<Command> {
+    let copier = "import sys\ni, o = sys.stdin.buffer, sys.stdout.buffer\nfor l in i:\n    o.write(l)\n    o.flush()\n";
+    Command::new("python3")
+        .args(["-c", "pass"])
+        .status()
+        .ok()
+        .filter(|s| s.success())?;
+    let mut c = Command::new("sh");
+    c.args([
+        "-c",
+        "python3 -c \"$1\" | \"$0\" demo-server | python3 -c \"$1\"",
+    ])
+    .arg(&b.holdcall)
+    .arg(copier)
+    .env("HOLDCALL_HOME", home)
+    .env("XDG_RUNTIME_DIR", b.run.path())
+    .env_remove("HOLDCALL_LOG")
+    .stdin(Stdio::null());
+    Some(c)
+}
+
 /// Voluntary context switches per call of the relay, its server and the daemon, over
 /// `HANDOFF_CALLS` sequential allowed calls on a relay already warm (see `handoffs`).
 fn count_handoffs(b: &Bench, home: &Path, relayed: &mut Peer, word: &str, t18: &mut Vec<Row>) {
@@ -1625,6 +1652,21 @@ fn end_to_end(b: &Bench, f: &Floors, decide10: Stats, rows: &mut Vec<Row>, t18: 
             piped.recv();
             let down_cat = time_downstream(&mut piped, frames);
             piped.finish();
+            // The store-and-forward floor: both directions through a line-at-a-time copier.
+            let (up_lines, down_lines) = match line_copier_cmd(b, &home) {
+                Some(cmd) => {
+                    let (mut piped, _) = Peer::spawn(cmd);
+                    let up = time_upstream(&mut piped, frames);
+                    piped.finish();
+                    let (mut piped, _) = Peer::spawn(line_copier_cmd(b, &home).unwrap());
+                    piped.send(INITIALIZE);
+                    piped.recv();
+                    let down = time_downstream(&mut piped, frames);
+                    piped.finish();
+                    (Some(up), Some(down))
+                }
+                None => (None, None),
+            };
             let (mut relayed, _) = Peer::spawn(relay_cmd(b, &home));
             let up = time_upstream(&mut relayed, frames);
             relayed.finish();
@@ -1639,10 +1681,30 @@ fn end_to_end(b: &Bench, f: &Floors, decide10: Stats, rows: &mut Vec<Row>, t18: 
             let down = time_downstream(&mut relayed, frames);
             let big_rss = proc_kib(relayed.pid(), "VmHWM").unwrap_or(f64::NAN);
             relayed.finish();
-            for (way, relayed, direct, cat) in [
-                ("client -> server, notifications", up, up_direct, up_cat),
-                ("server -> client, answers", down, down_direct, down_cat),
+            for (way, relayed, direct, cat, lines) in [
+                (
+                    "client -> server, notifications",
+                    up,
+                    up_direct,
+                    up_cat,
+                    up_lines,
+                ),
+                (
+                    "server -> client, answers",
+                    down,
+                    down_direct,
+                    down_cat,
+                    down_lines,
+                ),
             ] {
+                let lines = match lines {
+                    Some(l) => format!(
+                        "; through a line-at-a-time copier both ways (each line held whole before it is forwarded, as the relay must): {l:.0} MB/s, {:.2}x direct; the relay is {:.2}x of it",
+                        l / direct,
+                        relayed / l
+                    ),
+                    None => "; no python3 for the line-at-a-time floor".to_string(),
+                };
                 t18.push(
                     ratio_row(
                         format!("passthrough of 512 KiB frames, {way}"),
@@ -1656,7 +1718,7 @@ fn end_to_end(b: &Bench, f: &Floors, decide10: Stats, rows: &mut Vec<Row>, t18: 
                         relayed >= T18_PASSTHROUGH_VS_DIRECT * direct,
                     )
                     .note(format!(
-                        "through `cat` both ways (one more pipe each way, nothing decided): {cat:.0} MB/s, {:.2}x direct; the relay is {:.2}x of it",
+                        "through `cat` both ways (one more pipe each way, nothing decided): {cat:.0} MB/s, {:.2}x direct; the relay is {:.2}x of it{lines}",
                         cat / direct,
                         relayed / cat
                     )),
