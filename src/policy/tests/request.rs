@@ -149,31 +149,27 @@ fn a_set_given_only_the_context_its_rules_name_decides_as_with_the_whole_context
     assert_eq!(compared, (8 + 28 + 1) * 3 * 2);
 }
 
+/// Every attribute of a call's context.
+const ATTRIBUTES: [&str; 6] = [
+    "arguments",
+    "now",
+    "hour",
+    "weekday",
+    "session",
+    "definition",
+];
+
 #[test]
 fn a_set_without_conditions_gives_cedar_no_context_and_one_that_uses_it_whole_gives_all_of_it() {
     let plain = compile(&stored_rules(&[]));
-    for attr in [
-        "arguments",
-        "now",
-        "hour",
-        "weekday",
-        "session",
-        "definition",
-    ] {
+    for attr in ATTRIBUTES {
         assert!(!plain.context_reads.reads(attr), "{attr}");
     }
     let hour = compile(&stored_rules(&reading_rules()[..1]));
     assert!(hour.context_reads.reads("hour") && !hour.context_reads.reads("now"));
     let rules = reading_rules();
     let whole = compile(&stored_rules(&rules[rules.len() - 1..]));
-    for attr in [
-        "arguments",
-        "now",
-        "hour",
-        "weekday",
-        "session",
-        "definition",
-    ] {
+    for attr in ATTRIBUTES {
         assert!(whole.context_reads.reads(attr), "{attr}");
     }
 }
