@@ -1,6 +1,7 @@
 //! The decision for one call: the Cedar request, Cedar's evaluation of the permits and of the
-//! forbids of each group of the index the call can hit, and the fixed precedence wrapper (most specific wins, ties to deny, then ask, then allow,
-//! then the oldest; a forbid that cannot be evaluated never lets the call through).
+//! forbids of each group of the index the call can hit, and the fixed precedence wrapper (most
+//! specific wins, ties to deny, then ask, then allow, then the oldest; a forbid that cannot be
+//! evaluated never lets the call through).
 
 use std::cmp::Reverse;
 use std::fmt::Write as _;
@@ -110,7 +111,7 @@ fn verb(effect: Effect) -> &'static str {
 }
 
 impl PolicySet {
-    /// The daemon's decision for one call. Pure but for the set's entity cache; Cedar
+    /// The daemon's decision for one call. Pure but for the set's plan cache; Cedar
     /// evaluations of the (at most eight) groups the call can hit, then a ranking.
     pub fn decide(&self, req: &CallRequest<'_>) -> Decision {
         self.evaluate(req, &CallContext::empty(), Detail::Decision)
@@ -178,7 +179,7 @@ impl PolicySet {
     }
 
     /// The wrapper, one named step after another: the Cedar request, Cedar's answers for the
-    /// buckets the call can hit, what matched and what erred, the rules set aside because they
+    /// groups the call can hit, what matched and what erred, the rules set aside because they
     /// read arguments that could not be read, the ranking, then the fail-closed floor.
     pub(super) fn evaluate(
         &self,
