@@ -1326,15 +1326,10 @@ fn cat_cmd(b: &Bench, home: &Path) -> Command {
 /// whole before writing it): what any process that must hold a line before it forwards a byte
 /// of it costs. The relay is one (whether a line is a `tools/call` is known only once it is
 /// read to its end, and a call reaches the server only decided), `cat` is not: it forwards each
-/// chunk as it comes, so the two transfers of a frame overlap. The passthrough's third floor;
-/// `None` when there is no `python3`.
-fn line_copier_cmd(b: &Bench, home: &Path) -> Option<Command> {
+/// chunk as it comes, so the two transfers of a frame overlap. The passthrough's third floor,
+/// measured only when [`has_python3`].
+fn line_copier_cmd(b: &Bench, home: &Path) -> Command {
     let copier = "import sys\ni, o = sys.stdin.buffer, sys.stdout.buffer\nfor l in i:\n    o.write(l)\n    o.flush()\n";
-    Command::new("python3")
-        .args(["-c", "pass"])
-        .status()
-        .ok()
-        .filter(|s| s.success())?;
     let mut c = Command::new("sh");
     c.args([
         "-c",
@@ -1346,7 +1341,28 @@ fn line_copier_cmd(b: &Bench, home: &Path) -> Option<Command> {
     .env("XDG_RUNTIME_DIR", b.run.path())
     .env_remove("HOLDCALL_LOG")
     .stdin(Stdio::null());
-    Some(c)
+    c
+}
+
+fn has_python3() -> bool {
+    Command::new("python3")
+        .args(["-c", "pass"])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Client → server, then server → client (after the handshake) through a fresh process of
+/// `cmd` each (MB/s both).
+fn time_both_ways(cmd: impl Fn() -> Command, frames: usize) -> (f64, f64) {
+    let (mut peer, _) = Peer::spawn(cmd());
+    let up = time_upstream(&mut peer, frames);
+    peer.finish();
+    let (mut peer, _) = Peer::spawn(cmd());
+    peer.send(INITIALIZE);
+    peer.recv();
+    let down = time_downstream(&mut peer, frames);
+    peer.finish();
+    (up, down)
 }
 
 /// Voluntary context switches per call of the relay, its server and the daemon, over
@@ -1641,40 +1657,18 @@ fn end_to_end(b: &Bench, f: &Floors, decide10: Stats, rows: &mut Vec<Row>, t18: 
 
         if durability == Durability::Process {
             let frames = b.n(FRAMES);
-            let (mut direct, _) = Peer::spawn(server_cmd(b, &home));
-            let up_direct = time_upstream(&mut direct, frames);
-            direct.finish();
-            let (mut piped, _) = Peer::spawn(cat_cmd(b, &home));
-            let up_cat = time_upstream(&mut piped, frames);
-            piped.finish();
-            let (mut piped, _) = Peer::spawn(cat_cmd(b, &home));
-            piped.send(INITIALIZE);
-            piped.recv();
-            let down_cat = time_downstream(&mut piped, frames);
-            piped.finish();
+            let (up_direct, down_direct) = time_both_ways(|| server_cmd(b, &home), frames);
+            let (up_cat, down_cat) = time_both_ways(|| cat_cmd(b, &home), frames);
             // The store-and-forward floor: both directions through a line-at-a-time copier.
-            let (up_lines, down_lines) = match line_copier_cmd(b, &home) {
-                Some(cmd) => {
-                    let (mut piped, _) = Peer::spawn(cmd);
-                    let up = time_upstream(&mut piped, frames);
-                    piped.finish();
-                    let (mut piped, _) = Peer::spawn(line_copier_cmd(b, &home).unwrap());
-                    piped.send(INITIALIZE);
-                    piped.recv();
-                    let down = time_downstream(&mut piped, frames);
-                    piped.finish();
-                    (Some(up), Some(down))
-                }
-                None => (None, None),
+            let (up_lines, down_lines) = if has_python3() {
+                let (up, down) = time_both_ways(|| line_copier_cmd(b, &home), frames);
+                (Some(up), Some(down))
+            } else {
+                (None, None)
             };
             let (mut relayed, _) = Peer::spawn(relay_cmd(b, &home));
             let up = time_upstream(&mut relayed, frames);
             relayed.finish();
-            let (mut direct, _) = Peer::spawn(server_cmd(b, &home));
-            direct.send(INITIALIZE);
-            direct.recv();
-            let down_direct = time_downstream(&mut direct, frames);
-            direct.finish();
             let (mut relayed, _) = Peer::spawn(relay_cmd(b, &home));
             relayed.send(INITIALIZE);
             relayed.recv();
