@@ -1621,7 +1621,7 @@ fn end_to_end(b: &Bench, f: &Floors, decide10: Stats, rows: &mut Vec<Row>, t18: 
         relayed.finish();
         rows.push(
             Row::latency(s, format!("tools/call refused by rule, answered by the relay ({calls} calls)"), "ms", scale(refused, 1e-3))
-                .note("one daemon round trip per call and no server; an allowed call also waits behind the previous call's outcome report"),
+                .note("one daemon round trip per call and no server (an allowed call's outcome report is sent unanswered, so it delays no call)"),
         );
 
         let starts = b.n(RELAY_STARTS);

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc::UnboundedSender;
+use crate::ipc::Outgoing;
 use tokio::task::AbortHandle;
 
 use crate::ipc::HeldCall;
@@ -103,7 +103,7 @@ pub(crate) struct Hold {
     pub held_at: Instant,
     pub deadline: Instant,
     /// The asking connection's outgoing lines, for the pushed word.
-    pub push: UnboundedSender<Vec<u8>>,
+    pub push: Outgoing,
     /// The timeout task, stopped when another cause wins.
     pub timer: Option<AbortHandle>,
 }
@@ -136,7 +136,7 @@ pub(crate) struct Full;
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
     holds: Mutex<HashMap<String, Hold>>,
-    watchers: Mutex<Vec<UnboundedSender<Vec<u8>>>>,
+    watchers: Mutex<Vec<Outgoing>>,
 }
 
 impl Registry {
@@ -241,7 +241,7 @@ impl Registry {
     }
 
     /// Subscribes a management connection to new holds.
-    pub(crate) fn watch(&self, tx: UnboundedSender<Vec<u8>>) {
+    pub(crate) fn watch(&self, tx: Outgoing) {
         if let Ok(mut w) = self.watchers.lock() {
             w.push(tx);
         }
@@ -422,7 +422,8 @@ mod tests {
     }
 
     fn hold(id: &str, session: &str, seq: i64) -> Hold {
-        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let (a, _b) = tokio::net::UnixStream::pair().unwrap();
+        let tx = Outgoing::new(a.into_split().1, || {});
         Hold {
             id: id.into(),
             conn: 1,
@@ -442,16 +443,16 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_hold_is_taken_once() {
+    #[tokio::test]
+    async fn a_hold_is_taken_once() {
         let r = Registry::default();
         r.insert(hold("aaaaaaaaaaaa", "s", 1)).unwrap();
         assert!(r.take("aaaaaaaaaaaa").is_some());
         assert!(r.take("aaaaaaaaaaaa").is_none());
     }
 
-    #[test]
-    fn taking_a_sessions_holds_leaves_the_others() {
+    #[tokio::test]
+    async fn taking_a_sessions_holds_leaves_the_others() {
         let r = Registry::default();
         r.insert(hold("aaaaaaaaaaaa", "s", 1)).unwrap();
         r.insert(hold("bbbbbbbbbbbb", "t", 1)).unwrap();

@@ -181,6 +181,12 @@ pub(crate) const APPROVAL_RELAY_MARGIN: Duration = Duration::from_secs(10);
 /// `ARGUMENTS_BYTES_MAX` of arguments in memory; past it a call the rules hold is refused.
 pub(crate) const HELD_CALLS_MAX: usize = 256;
 
+/// Most reports (outcomes, anomalies, leaks) of one daemon connection in the journal writer's
+/// queue at once: a report is not answered, so the relay does not wait on it and the daemon
+/// reads on before its commit (issue 18). Past it the daemon reads the connection's next line
+/// only after the report's commit, so a relay that reports without end cannot grow the queue.
+pub(crate) const REPORTS_IN_FLIGHT_MAX: usize = 256;
+
 /// Most calls one relay session may have held at once: a session (a model in a loop) cannot
 /// fill the registry and starve every other session's `ask` rules. Past it the call is refused
 /// (journaled with cause `capacity`).

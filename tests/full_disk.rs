@@ -44,6 +44,10 @@ fn a_full_disk_refuses_calls_and_decisions_resume_once_space_is_back() {
         1,
         "a call without a decision reached the server"
     );
+    // A report the journal cannot take (here an anomaly: a line with a key twice, dropped
+    // unanswered) is not answered, so the relay never waits on it; the daemon pushes back that
+    // it was not recorded, and the relay counts it and says so.
+    r.send(br#"{"jsonrpc":"2.0","id":70,"id":71,"method":"tools/call","params":{"name":"echo"}}"#);
 
     let status = env.run(&["status"]);
     let out = String::from_utf8_lossy(&status.stdout);
@@ -79,7 +83,14 @@ fn a_full_disk_refuses_calls_and_decisions_resume_once_space_is_back() {
         allowed, 3,
         "before the disk filled, after it emptied, and the new relay's"
     );
-    drop(r);
+    let said = r.finish();
+    assert!(
+        said.contains("a report about this session was not recorded: ")
+            && said.contains(
+                "1 report(s) about this session (outcomes, anomalies) could not be recorded"
+            ),
+        "{said}"
+    );
     drop(r2);
 }
 

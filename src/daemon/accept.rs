@@ -5,7 +5,6 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::mpsc::unbounded_channel;
 
 use crate::agents;
 use crate::approval::Cause;
@@ -19,7 +18,6 @@ use crate::ipc::{self, HelloResponse, Incoming, ManageResponse, Release, Session
 use crate::journal::{Fields, Kind};
 use crate::limits;
 use crate::os::peer;
-use tokio::io::AsyncWriteExt;
 
 /// Listens on `socket` with credential passing on before anyone can connect, put in place by
 /// an atomic rename (see `peer::listen_passing_credentials`); the file it is at, to watch.
@@ -173,24 +171,12 @@ pub(crate) async fn serve_conn(state: Arc<Shared>, stream: UnixStream, conn: u64
     let Some((pid, image)) = judge(&stream).await else {
         return;
     };
-    let (r, mut w) = stream.into_split();
+    let (r, w) = stream.into_split();
     let mut r = peer::CheckedReader::new(r, pid);
-    let (out, mut out_rx) = unbounded_channel::<Vec<u8>>();
     let st = Arc::clone(&state);
-    let writer = tokio::spawn(async move {
-        while let Some(line) = out_rx.recv().await {
-            if line.is_empty() {
-                // The shutdown mark (see `ManageRequest::Shutdown`): everything queued before it,
-                // the answer to `daemon stop` included, is written; now the daemon may stop.
-                st.shutdown.notify_one();
-                continue;
-            }
-            if w.write_all(&line).await.is_err() {
-                break;
-            }
-        }
-        // Dropping the write half shuts the socket down for writing: the peer sees the end.
-    });
+    // An empty line is the shutdown mark (see `ManageRequest::Shutdown`): everything queued
+    // before it, the answer to `daemon stop` included, is written; now the daemon may stop.
+    let out = ipc::Outgoing::new(w, move || st.shutdown.notify_one());
     let ctx = ConnCtx { id: conn, out };
     let mut owned: HashSet<String> = HashSet::new();
     serve_lines(&state, &ctx, &mut r, pid, image.as_ref(), &mut owned).await;
@@ -206,16 +192,11 @@ pub(crate) async fn serve_conn(state: Arc<Shared>, stream: UnixStream, conn: u64
         )
         .await;
     }
+    // What is still queued gets a grace to go out; then the socket is shut down for writing
+    // (the peer sees the end), even while a watcher list still holds a clone of it.
+    let _ = tokio::time::timeout(limits::SERVER_STOP_GRACE, ctx.out.drained()).await;
+    ctx.out.close();
     drop(ctx);
-    // A watching connection's queue is also held by the registry's list of watchers; its writer
-    // is stopped here rather than left until the next hold finds the socket closed.
-    let stop = writer.abort_handle();
-    if tokio::time::timeout(limits::SERVER_STOP_GRACE, writer)
-        .await
-        .is_err()
-    {
-        stop.abort();
-    }
     end_sessions(
         &state,
         owned,

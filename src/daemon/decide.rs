@@ -11,7 +11,7 @@ use crate::daemon::{
     in_force::{InForceNow, in_force, refresh},
     writer::AppendError,
 };
-use crate::ipc::{SessionResponse, Verdict};
+use crate::ipc::{self, SessionResponse, Verdict};
 use crate::journal::{Fields, Kind};
 use crate::limits;
 use crate::policy::budget::Budget;
@@ -101,6 +101,22 @@ pub(crate) async fn call_request(
             }
             Err(why) => return violation(why),
         };
+        // Unless the call is held (its answer goes out with its hold), the writer sends the
+        // answer itself the moment the entry is committed.
+        let answer = (v.verdict != Verdict::Held)
+            .then(|| {
+                ipc::answer_line(&SessionResponse::Decision {
+                    session_id: session_id.clone(),
+                    seq,
+                    decision: v.verdict,
+                    policy_id: v.policy_id.clone(),
+                    reason: v.reason.clone(),
+                    hold: None,
+                })
+            })
+            .flatten()
+            .map(|line| (conn.out.clone(), line));
+        let sent_by_writer = answer.is_some();
         let recorded = state
             .writer
             .append_decided(
@@ -120,6 +136,7 @@ pub(crate) async fn call_request(
                     ..Fields::default()
                 },
                 now.generation,
+                answer,
             )
             .await;
         // The answer goes out only after the entry is committed; a call that was not recorded is
@@ -128,6 +145,8 @@ pub(crate) async fn call_request(
             Ok(_) if v.verdict == Verdict::Held => {
                 hold_call(state, conn, call, connector, agent, v.policy_id, v.reason).await
             }
+            // Already sent by the writer, right after the commit.
+            Ok(_) if sent_by_writer => Next::Sent,
             Ok(_) => Next::Reply(SessionResponse::Decision {
                 session_id,
                 seq,

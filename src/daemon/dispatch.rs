@@ -5,8 +5,6 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use tokio::sync::mpsc::UnboundedSender;
-
 use crate::approval::Cause;
 use crate::config::Durability;
 use crate::daemon::{
@@ -82,7 +80,7 @@ impl Answer for ManageResponse {
 /// watched, each bounded by `limits::HELD_CALLS_MAX`.
 pub(crate) struct ConnCtx {
     pub(crate) id: u64,
-    pub(crate) out: UnboundedSender<Vec<u8>>,
+    pub(crate) out: ipc::Outgoing,
 }
 
 pub(crate) fn error<A: Answer>(message: impl Into<String>) -> Next<A> {
@@ -148,6 +146,7 @@ pub(crate) async fn session(
         } => {
             report(
                 state,
+                conn,
                 owned,
                 Kind::CallOutcome,
                 Fields {
@@ -166,6 +165,7 @@ pub(crate) async fn session(
         } => {
             report(
                 state,
+                conn,
                 owned,
                 Kind::Anomaly,
                 Fields {
@@ -185,6 +185,7 @@ pub(crate) async fn session(
         } => {
             crate::daemon::leak::result_leak(
                 state,
+                conn,
                 owned,
                 session_id,
                 seq,
@@ -528,9 +529,14 @@ pub(crate) fn changes_refused(state: &Shared) -> Option<ManageNext> {
     current_refusal(state).map(|why| error(format!("nothing was changed: {why}")))
 }
 
-/// Journals a relay's report about a session this connection opened (and no other).
+/// Journals a relay's report about a session this connection opened (and no other). A report
+/// is not answered (the relay does not wait on it, and it shares a commit with the decision
+/// behind it); one the journal cannot take is pushed back as `report.unrecorded`. The
+/// connection reads on before the commit unless `limits::REPORTS_IN_FLIGHT_MAX` of its reports
+/// are in flight, so a relay that reports without end cannot grow the writer's queue.
 pub(crate) async fn report(
     state: &Shared,
+    conn: &ConnCtx,
     owned: &HashSet<String>,
     kind: Kind,
     fields: Fields,
@@ -542,7 +548,14 @@ pub(crate) async fn report(
     {
         return violation("this connection did not open that session");
     }
-    one_way(state, kind, fields).await
+    let wait = conn.out.reports_in_flight() >= crate::limits::REPORTS_IN_FLIGHT_MAX;
+    if state.writer.report(kind, fields, &conn.out, wait).await {
+        return Next::Sent;
+    }
+    let word = SessionResponse::ReportUnrecorded {
+        message: format!("not recorded: {}", crate::daemon::DaemonError::WriterGone),
+    };
+    Next::Reply(word)
 }
 
 pub(crate) async fn one_way(state: &Shared, kind: Kind, fields: Fields) -> SessionNext {

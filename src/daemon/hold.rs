@@ -237,7 +237,7 @@ pub(crate) async fn settle_guarded(
         Some(generation) => {
             state
                 .writer
-                .append_decided(Kind::CallApproval, fields, generation)
+                .append_decided(Kind::CallApproval, fields, generation, None)
                 .await
         }
         None => state

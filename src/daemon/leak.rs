@@ -144,6 +144,7 @@ pub(crate) async fn record_arguments_leak(
 /// `secret.leak` from a relay: a server line carried its own injected secret and was withheld.
 pub(crate) async fn result_leak(
     state: &Shared,
+    conn: &crate::daemon::dispatch::ConnCtx,
     owned: &HashSet<String>,
     session_id: String,
     seq: Option<i64>,
@@ -183,6 +184,7 @@ pub(crate) async fn result_leak(
     });
     report(
         state,
+        conn,
         owned,
         Kind::SecretLeak,
         Fields {

@@ -167,6 +167,7 @@ async fn record_start(
                     ..start.clone()
                 },
                 generation,
+                None,
             )
             .await;
         match recorded {

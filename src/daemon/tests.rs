@@ -87,3 +87,147 @@ fn session_ids_are_32_hex_characters() {
     assert!(!valid_session_id("0123456789abcdef"));
     assert!(!valid_session_id("0123456789abcdef0123456789abcdeg"));
 }
+
+/// The journal writer sending answers itself, right after their commit (issue 18).
+mod writer_answers {
+    use super::*;
+    use crate::journal::{Fields, Kind};
+    use tokio::io::AsyncBufReadExt as _;
+
+    struct Running {
+        writer: Writer,
+        db: std::path::PathBuf,
+        _dir: tempfile::TempDir,
+    }
+
+    fn running() -> Running {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("holdcall.db");
+        let mut j = Journal::open(&db, "test-machine", Durability::Process).unwrap();
+        let seen = j.load_in_force().unwrap().data_version;
+        let (tx, rx) = std_mpsc::channel();
+        let core = WriterCore {
+            j,
+            generation: 1,
+            seen,
+            fault: Arc::default(),
+        };
+        std::thread::spawn(move || writer_thread(core, rx));
+        Running {
+            writer: Writer(tx),
+            db,
+            _dir: dir,
+        }
+    }
+
+    type Peer = tokio::io::BufReader<tokio::net::unix::OwnedReadHalf>;
+
+    fn connection() -> (ipc::Outgoing, Peer, tokio::net::unix::OwnedWriteHalf) {
+        let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
+        let (_r, w) = ours.into_split();
+        let (r, keep) = theirs.into_split();
+        (
+            ipc::Outgoing::new(w, || {}),
+            tokio::io::BufReader::new(r),
+            keep,
+        )
+    }
+
+    async fn next_line(peer: &mut Peer) -> String {
+        let mut line = String::new();
+        peer.read_line(&mut line).await.unwrap();
+        line
+    }
+
+    fn anomaly() -> Fields {
+        Fields {
+            session_id: Some("0123456789abcdef0123456789abcdef".into()),
+            anomaly: Some("test".into()),
+            ..Fields::default()
+        }
+    }
+
+    fn kinds_in(db: &std::path::Path, kind: &str) -> i64 {
+        let c = rusqlite::Connection::open(db).unwrap();
+        c.query_row(
+            "SELECT count(*) FROM journal WHERE kind = ?1",
+            [kind],
+            |r| r.get(0),
+        )
+        .unwrap()
+    }
+
+    fn decision_answered(out: &ipc::Outgoing, line: &str) -> Option<(ipc::Outgoing, Vec<u8>)> {
+        Some((out.clone(), line.as_bytes().to_vec()))
+    }
+
+    #[tokio::test]
+    async fn a_report_is_not_answered_and_the_decision_behind_it_is_answered_once_both_are_committed()
+     {
+        let w = running();
+        let (out, mut peer, _keep) = connection();
+        assert!(w.writer.report(Kind::Anomaly, anomaly(), &out, false).await);
+        let decided = w
+            .writer
+            .append_decided(
+                Kind::CallRequest,
+                anomaly(),
+                1,
+                decision_answered(&out, "{\"d\":1}\n"),
+            )
+            .await;
+        assert!(decided.is_ok());
+        assert_eq!(next_line(&mut peer).await, "{\"d\":1}\n");
+        assert_eq!(out.reports_in_flight(), 0);
+        assert_eq!(kinds_in(&w.db, "anomaly"), 1);
+        assert_eq!(kinds_in(&w.db, "call.request"), 1);
+    }
+
+    #[tokio::test]
+    async fn a_report_the_journal_cannot_take_is_pushed_back_as_unrecorded_with_why() {
+        let w = running();
+        let (out, mut peer, _keep) = connection();
+        let raw = rusqlite::Connection::open(&w.db).unwrap();
+        raw.execute_batch(
+            "CREATE TRIGGER refuse_entry BEFORE INSERT ON journal
+                 BEGIN SELECT RAISE(ABORT, 'simulated write failure'); END;",
+        )
+        .unwrap();
+        assert!(w.writer.report(Kind::Anomaly, anomaly(), &out, true).await);
+        let word: serde_json::Value = serde_json::from_str(&next_line(&mut peer).await).unwrap();
+        assert_eq!(word["kind"], "report.unrecorded");
+        let message = word["message"].as_str().unwrap();
+        assert!(message.starts_with("not recorded: "), "{message}");
+        assert!(message.contains("simulated write failure"), "{message}");
+        assert_eq!(out.reports_in_flight(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_decisions_answer_is_sent_by_the_writer_only_when_the_decision_was_recorded() {
+        let w = running();
+        let (out, mut peer, _keep) = connection();
+        // Made with a set no longer in force: not recorded, so its answer is not sent.
+        let stale = w
+            .writer
+            .append_decided(
+                Kind::CallRequest,
+                anomaly(),
+                7,
+                decision_answered(&out, "{\"stale\":1}\n"),
+            )
+            .await;
+        assert!(matches!(stale, Err(writer::AppendError::Stale)));
+        let decided = w
+            .writer
+            .append_decided(
+                Kind::CallRequest,
+                anomaly(),
+                1,
+                decision_answered(&out, "{\"fresh\":1}\n"),
+            )
+            .await;
+        assert!(decided.is_ok());
+        assert_eq!(next_line(&mut peer).await, "{\"fresh\":1}\n");
+        assert_eq!(kinds_in(&w.db, "call.request"), 1);
+    }
+}

@@ -6,6 +6,7 @@
 //! Must never: record a decision made with a set no longer in force, or stop on an I/O error.
 
 use super::*;
+use crate::ipc::SessionResponse;
 
 /// Where a change's answer goes: its entry, the rows now stored, and the generation its commit
 /// started.
@@ -15,24 +16,67 @@ pub(super) type Changed<T> = oneshot::Sender<Result<(Entry, Vec<T>, u64), String
 pub(super) type AcceptReply =
     oneshot::Sender<Result<(Vec<journal::Accepted>, Vec<journal::PinRow>), String>>;
 
-/// One append as the writer queues it: what `Op::Append` carries.
-type Append = (
-    Kind,
-    Fields,
-    Option<u64>,
-    oneshot::Sender<Result<Entry, AppendError>>,
-);
+/// One append as the writer queues it.
+pub(super) struct Append {
+    kind: Kind,
+    fields: Fields,
+    /// `Some(gen)`: a decision made with the set in force at generation `gen`, recorded only if
+    /// that set is still the one in force (see `WriterCore`).
+    generation: Option<u64>,
+    reply: oneshot::Sender<Result<Entry, AppendError>>,
+    then: Option<Then>,
+}
+
+/// What the writer sends the peer itself right after the commit, before anyone else hears of
+/// it: the answer crosses no other thread (issue 18).
+pub(super) enum Then {
+    /// A decision's answer, sent once its entry is committed; nothing is sent when it was not
+    /// recorded (the asking task answers then, after putting its counts right).
+    Answer(ipc::Outgoing, Vec<u8>),
+    /// A report, which is not answered: once it is committed nothing is sent; if it cannot be
+    /// recorded, its relay is told (`report.unrecorded`, pushed). Counted in flight on its
+    /// connection until then (`Outgoing::report_queued`).
+    Report(ipc::Outgoing),
+}
+
+impl Then {
+    /// Sends what the outcome of the append calls for.
+    fn send(self, recorded: Result<&Entry, &AppendError>) {
+        match self {
+            Then::Answer(out, line) => {
+                if recorded.is_ok() {
+                    let _ = out.send(line);
+                }
+            }
+            Then::Report(out) => {
+                if let Err(e) = recorded {
+                    let word = SessionResponse::ReportUnrecorded {
+                        message: format!("not recorded: {e}"),
+                    };
+                    if let Some(line) = ipc::answer_line(&word) {
+                        let _ = out.send(line);
+                    }
+                }
+                out.report_done();
+            }
+        }
+    }
+}
+
+impl Append {
+    /// Its peer's answer first (if the writer sends it), then the asking task's.
+    fn answer(self, recorded: Result<Entry, AppendError>) {
+        if let Some(then) = self.then {
+            then.send(recorded.as_ref());
+        }
+        let _ = self.reply.send(recorded);
+    }
+}
 
 /// One operation for the journal writer thread, with where to send its result.
 pub(super) enum Op {
-    /// One entry; with `Some(gen)`, a decision made with the set in force at generation `gen`,
-    /// recorded only if that set is still the one in force (see `Guard`).
-    Append(
-        Kind,
-        Fields,
-        Option<u64>,
-        oneshot::Sender<Result<Entry, AppendError>>,
-    ),
+    /// One entry (see `Append`).
+    Append(Append),
     /// Each change below answers with the generation its commit started.
     ChangePolicies {
         add: Vec<NewPolicy>,
@@ -143,7 +187,7 @@ impl WriterCore {
         let mut batch = vec![first];
         while batch.len() < GROUP_COMMIT_MAX {
             match rx.try_recv() {
-                Ok(Op::Append(k, f, g, r)) => batch.push((k, f, g, r)),
+                Ok(Op::Append(a)) => batch.push(a),
                 Ok(other) => {
                     next = Some(other);
                     break;
@@ -154,16 +198,16 @@ impl WriterCore {
         let generation = self.generation;
         let (stale, batch): (Vec<_>, Vec<_>) = batch
             .into_iter()
-            .partition(|(_, _, g, _)| g.is_some_and(|g| g != generation));
-        for (_, _, _, reply) in stale {
-            let _ = reply.send(Err(AppendError::Stale));
+            .partition(|a| a.generation.is_some_and(|g| g != generation));
+        for a in stale {
+            a.answer(Err(AppendError::Stale));
         }
         if batch.is_empty() {
             return next;
         }
         let items: Vec<(Kind, Fields, bool)> = batch
             .iter()
-            .map(|(k, f, g, _)| (*k, f.clone(), g.is_some()))
+            .map(|a| (a.kind, a.fields.clone(), a.generation.is_some()))
             .collect();
         match self.j.append_fresh(items, self.seen) {
             Ok((version, entries)) => {
@@ -173,8 +217,8 @@ impl WriterCore {
                          for the daemon to reload what is in force"
                     );
                 }
-                for ((_, _, _, reply), e) in batch.into_iter().zip(entries) {
-                    let _ = reply.send(e.ok_or(AppendError::Stale));
+                for (a, e) in batch.into_iter().zip(entries) {
+                    a.answer(e.ok_or(AppendError::Stale));
                 }
                 self.note(None);
             }
@@ -182,8 +226,8 @@ impl WriterCore {
                 tracing::error!("journal append failed: {e}");
                 let msg = e.to_string();
                 self.note(Some(msg.clone()));
-                for (_, _, _, reply) in batch {
-                    let _ = reply.send(Err(AppendError::Failed(msg.clone())));
+                for a in batch {
+                    a.answer(Err(AppendError::Failed(msg.clone())));
                 }
             }
         }
@@ -194,9 +238,8 @@ impl WriterCore {
     pub(super) fn handle(&mut self, op: Op, rx: &std_mpsc::Receiver<Op>) -> Option<Op> {
         let j = &mut self.j;
         match op {
-            Op::Append(kind, fields, guard, reply) => {
-                return self.append_batch((kind, fields, guard, reply), rx);
-            }
+            Op::Append(a) => return self.append_batch(a, rx),
+
             Op::ChangePolicies {
                 add,
                 remove,
@@ -371,27 +414,77 @@ impl Writer {
         rx.await.map_err(|_| DaemonError::WriterGone)
     }
 
+    fn queue(
+        &self,
+        kind: Kind,
+        fields: Fields,
+        generation: Option<u64>,
+        then: Option<Then>,
+    ) -> Result<oneshot::Receiver<Result<Entry, AppendError>>, DaemonError> {
+        let (reply, rx) = oneshot::channel();
+        let a = Append {
+            kind,
+            fields,
+            generation,
+            reply,
+            then,
+        };
+        self.0
+            .send(Op::Append(a))
+            .map_err(|_| DaemonError::WriterGone)?;
+        Ok(rx)
+    }
+
     /// Appends an entry that depends on no policy (a session's end, an outcome…).
     pub(super) async fn append(&self, kind: Kind, fields: Fields) -> Result<Entry, String> {
-        match self.ask(|r| Op::Append(kind, fields, None, r)).await {
-            Ok(r) => r.map_err(|e| e.to_string()),
+        match self.queue(kind, fields, None, None) {
+            Ok(rx) => match rx.await {
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(_) => Err(DaemonError::WriterGone.to_string()),
+            },
             Err(e) => Err(e.to_string()),
         }
     }
 
+    /// Queues a report, in flight on `out` until it is committed (or its relay told it was
+    /// not); the caller does not wait. With `wait`, the caller waits for the commit first.
+    /// False when the writer is gone.
+    pub(super) async fn report(
+        &self,
+        kind: Kind,
+        fields: Fields,
+        out: &ipc::Outgoing,
+        wait: bool,
+    ) -> bool {
+        out.report_queued();
+        match self.queue(kind, fields, None, Some(Then::Report(out.clone()))) {
+            Ok(rx) if wait => {
+                let _ = rx.await;
+                true
+            }
+            Ok(_) => true,
+            Err(_) => {
+                out.report_done();
+                false
+            }
+        }
+    }
+
     /// Appends a decision made with the set in force at generation `gen`: refused as stale if
-    /// that is no longer the set in force, or if someone else changed the database since.
+    /// that is no longer the set in force, or if someone else changed the database since. With
+    /// `answer`, the writer sends that line to the peer itself once the entry is committed.
     pub(super) async fn append_decided(
         &self,
         kind: Kind,
         fields: Fields,
         generation: u64,
+        answer: Option<(ipc::Outgoing, Vec<u8>)>,
     ) -> Result<Entry, AppendError> {
-        match self
-            .ask(|r| Op::Append(kind, fields, Some(generation), r))
-            .await
-        {
-            Ok(r) => r,
+        let then = answer.map(|(out, line)| Then::Answer(out, line));
+        match self.queue(kind, fields, Some(generation), then) {
+            Ok(rx) => rx
+                .await
+                .unwrap_or_else(|_| Err(AppendError::Failed(DaemonError::WriterGone.to_string()))),
             Err(e) => Err(AppendError::Failed(e.to_string())),
         }
     }

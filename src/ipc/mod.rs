@@ -16,6 +16,7 @@ mod hello;
 mod incoming;
 mod lock;
 mod manage;
+mod out;
 mod session;
 #[cfg(test)]
 mod tests;
@@ -30,6 +31,7 @@ pub(crate) use lock::{
     DaemonLock, daemon_lock_free, lock_file_identity, lock_holder, take_daemon_lock,
 };
 pub(crate) use manage::{HeldCall, ListedAgent, ListedPolicy, ManageRequest, ManageResponse};
+pub(crate) use out::Outgoing;
 pub(crate) use session::{
     HoldTicket, LeakWithheld, Release, SessionEnded, SessionRequest, SessionResponse, Verdict,
 };

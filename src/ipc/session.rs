@@ -206,6 +206,11 @@ pub(crate) enum SessionResponse {
         /// The person's reason for a rejection, if they gave one.
         reason: Option<String>,
     },
+    /// Pushed, unasked, on a relay's connection: one of its reports (`call.outcome`,
+    /// `anomaly`, `secret.leak`) could not be journaled. A report has no answer otherwise, so
+    /// the relay never waits on one (issue 18); this is how it learns one was lost.
+    #[serde(rename = "report.unrecorded")]
+    ReportUnrecorded { message: String },
 }
 
 /// What the relay learns when its call is held.

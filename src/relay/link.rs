@@ -63,6 +63,7 @@ impl Link {
                     answer_tx,
                     Arc::clone(&held),
                     Arc::clone(&dead),
+                    Arc::clone(&lost),
                     session_id,
                 ));
                 (Some(writer), Some(task))
@@ -71,6 +72,10 @@ impl Link {
         };
         let (d, l, h) = (Arc::clone(&dead), Arc::clone(&lost), Arc::clone(&held));
         tokio::spawn(async move {
+            // Reports sent since the last answer: a report has no answer, and any answer read
+            // after it says it was committed (or pushed back as not recorded), because the
+            // daemon journals and answers a connection's lines in order. Lost if the link dies.
+            let mut unconfirmed: u64 = 0;
             loop {
                 let (req, reply) = tokio::select! {
                     biased;
@@ -79,7 +84,18 @@ impl Link {
                     else => break,
                 };
                 let result = match writer.as_mut() {
-                    Some(w) if !d.load(Ordering::SeqCst) => exchange(w, &mut answer_rx, &req).await,
+                    Some(w) if !d.load(Ordering::SeqCst) => {
+                        if reply.is_some() {
+                            let answered = exchange(w, &mut answer_rx, &req).await;
+                            if answered.is_ok() {
+                                unconfirmed = 0;
+                            }
+                            answered
+                        } else {
+                            unconfirmed += 1;
+                            send_report(w, &req).await
+                        }
+                    }
                     _ => Err(WireError::Closed),
                 };
                 if let Err(e) = &result {
@@ -93,9 +109,9 @@ impl Link {
                         t.abort();
                     }
                     refuse_all_held(&h);
-                    if reply.is_none() {
-                        l.fetch_add(1, Ordering::SeqCst);
-                    }
+                    // The reports sent since the last answer (this one too, if it is one): whether
+                    // they were recorded cannot be known now.
+                    l.fetch_add(std::mem::take(&mut unconfirmed), Ordering::SeqCst);
                 }
                 if let Some(reply) = reply {
                     let _ = reply.send(result);
@@ -207,6 +223,19 @@ pub(super) fn refuse_all_held(held: &HeldWaits) {
     }
 }
 
+/// Writes one report, within `limits::DECISION_TIMEOUT`. A report has no answer (issue 18):
+/// the daemon journals it with the next commit and pushes `report.unrecorded` only if it cannot.
+async fn send_report(
+    w: &mut ipc::ConnWriter,
+    req: &SessionRequest,
+) -> Result<SessionResponse, WireError> {
+    let bound = within(req);
+    tokio::time::timeout(bound, w.send(req))
+        .await
+        .map_err(|_| WireError::Timeout(bound))??;
+    Ok(SessionResponse::Ok)
+}
+
 /// Writes one request and waits for the one answer the reader passes on, within
 /// `limits::DECISION_TIMEOUT`. An answer already waiting before the request was sent answers
 /// nothing we asked: the link cannot be trusted.
@@ -237,6 +266,7 @@ async fn read_daemon(
     answers: mpsc::Sender<SessionResponse>,
     held: HeldWaits,
     dead: Arc<AtomicBool>,
+    lost: Arc<AtomicU64>,
     session_id: String,
 ) {
     let why = loop {
@@ -263,6 +293,12 @@ async fn read_daemon(
                     break "the daemon sent a word about a call this session did not hold"
                         .to_string();
                 }
+            }
+            // A report the daemon could not journal (reports have no answer otherwise): counted,
+            // said now and at exit.
+            Ok(SessionResponse::ReportUnrecorded { message }) => {
+                eprintln!("holdcall: a report about this session was {message}");
+                lost.fetch_add(1, Ordering::SeqCst);
             }
             Ok(answer) => {
                 if answers.send(answer).await.is_err() {
