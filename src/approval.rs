@@ -12,10 +12,9 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::ipc::Outgoing;
 use tokio::task::AbortHandle;
 
-use crate::ipc::HeldCall;
+use crate::ipc::{HeldCall, Outgoing};
 use crate::limits;
 use crate::text::{decode_non_ascii_escapes, invisible, non_ascii_note, visible};
 

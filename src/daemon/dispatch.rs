@@ -73,11 +73,10 @@ impl Answer for ManageResponse {
     }
 }
 
-/// One connection as the handlers see it: its number, and its queue of outgoing lines. Every
-/// line to the peer, answer or pushed word, goes through that one queue, so lines never
-/// interleave and an answer always precedes a word pushed after it. The queue holds at most one
-/// answer (a peer asks one thing at a time) plus one pushed line per held call or new hold
-/// watched, each bounded by `limits::HELD_CALLS_MAX`.
+/// One connection as the handlers see it: its number, and its outgoing lines. Every line to
+/// the peer, answer or pushed word, goes through that one `ipc::Outgoing` (written at once by
+/// whichever thread has it: the connection's task, or the journal writer right after a commit),
+/// so lines never interleave and an answer always precedes a word pushed after it.
 pub(crate) struct ConnCtx {
     pub(crate) id: u64,
     pub(crate) out: ipc::Outgoing,

@@ -157,8 +157,17 @@ mod writer_answers {
         .unwrap()
     }
 
-    fn decision_answered(out: &ipc::Outgoing, line: &str) -> Option<(ipc::Outgoing, Vec<u8>)> {
-        Some((out.clone(), line.as_bytes().to_vec()))
+    /// A decision made under `generation`, whose answer `line` the writer is to send `out`.
+    async fn decided(
+        w: &Running,
+        out: &ipc::Outgoing,
+        generation: u64,
+        line: &str,
+    ) -> Result<Entry, writer::AppendError> {
+        let answer = Some((out.clone(), line.as_bytes().to_vec()));
+        w.writer
+            .append_decided(Kind::CallRequest, anomaly(), generation, answer)
+            .await
     }
 
     #[tokio::test]
@@ -167,16 +176,8 @@ mod writer_answers {
         let w = running();
         let (out, mut peer, _keep) = connection();
         assert!(w.writer.report(Kind::Anomaly, anomaly(), &out, false).await);
-        let decided = w
-            .writer
-            .append_decided(
-                Kind::CallRequest,
-                anomaly(),
-                1,
-                decision_answered(&out, "{\"d\":1}\n"),
-            )
-            .await;
-        assert!(decided.is_ok());
+        let recorded = decided(&w, &out, 1, "{\"d\":1}\n").await;
+        assert!(recorded.is_ok());
         assert_eq!(next_line(&mut peer).await, "{\"d\":1}\n");
         assert_eq!(out.reports_in_flight(), 0);
         assert_eq!(kinds_in(&w.db, "anomaly"), 1);
@@ -207,26 +208,10 @@ mod writer_answers {
         let w = running();
         let (out, mut peer, _keep) = connection();
         // Made with a set no longer in force: not recorded, so its answer is not sent.
-        let stale = w
-            .writer
-            .append_decided(
-                Kind::CallRequest,
-                anomaly(),
-                7,
-                decision_answered(&out, "{\"stale\":1}\n"),
-            )
-            .await;
+        let stale = decided(&w, &out, 7, "{\"stale\":1}\n").await;
         assert!(matches!(stale, Err(writer::AppendError::Stale)));
-        let decided = w
-            .writer
-            .append_decided(
-                Kind::CallRequest,
-                anomaly(),
-                1,
-                decision_answered(&out, "{\"fresh\":1}\n"),
-            )
-            .await;
-        assert!(decided.is_ok());
+        let recorded = decided(&w, &out, 1, "{\"fresh\":1}\n").await;
+        assert!(recorded.is_ok());
         assert_eq!(next_line(&mut peer).await, "{\"fresh\":1}\n");
         assert_eq!(kinds_in(&w.db, "call.request"), 1);
     }

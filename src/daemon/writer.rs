@@ -239,7 +239,6 @@ impl WriterCore {
         let j = &mut self.j;
         match op {
             Op::Append(a) => return self.append_batch(a, rx),
-
             Op::ChangePolicies {
                 add,
                 remove,
@@ -435,15 +434,26 @@ impl Writer {
         Ok(rx)
     }
 
+    /// Queues one append and waits for its commit.
+    async fn appended(
+        &self,
+        kind: Kind,
+        fields: Fields,
+        generation: Option<u64>,
+        then: Option<Then>,
+    ) -> Result<Entry, AppendError> {
+        let gone = || AppendError::Failed(DaemonError::WriterGone.to_string());
+        match self.queue(kind, fields, generation, then) {
+            Ok(rx) => rx.await.unwrap_or_else(|_| Err(gone())),
+            Err(_) => Err(gone()),
+        }
+    }
+
     /// Appends an entry that depends on no policy (a session's end, an outcome…).
     pub(super) async fn append(&self, kind: Kind, fields: Fields) -> Result<Entry, String> {
-        match self.queue(kind, fields, None, None) {
-            Ok(rx) => match rx.await {
-                Ok(r) => r.map_err(|e| e.to_string()),
-                Err(_) => Err(DaemonError::WriterGone.to_string()),
-            },
-            Err(e) => Err(e.to_string()),
-        }
+        self.appended(kind, fields, None, None)
+            .await
+            .map_err(|e| e.to_string())
     }
 
     /// Queues a report, in flight on `out` until it is committed (or its relay told it was
@@ -481,11 +491,6 @@ impl Writer {
         answer: Option<(ipc::Outgoing, Vec<u8>)>,
     ) -> Result<Entry, AppendError> {
         let then = answer.map(|(out, line)| Then::Answer(out, line));
-        match self.queue(kind, fields, Some(generation), then) {
-            Ok(rx) => rx
-                .await
-                .unwrap_or_else(|_| Err(AppendError::Failed(DaemonError::WriterGone.to_string()))),
-            Err(e) => Err(AppendError::Failed(e.to_string())),
-        }
+        self.appended(kind, fields, Some(generation), then).await
     }
 }
